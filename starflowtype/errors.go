@@ -1,0 +1,22 @@
+package starflowtype
+
+import "errors"
+
+// Sentinel errors. Adapters translate driver errors into these at their
+// boundary; callers test them with errors.Is.
+var (
+	// ErrNotFound: the row asked for does not exist (or is not visible in
+	// the caller's workspace).
+	ErrNotFound = errors.New("not found")
+	// ErrLeaseLost: a fenced write matched no workflow_runs row with the
+	// writer's (leased_by, lease_epoch); the transaction rolled back and the
+	// runner must abandon the run at once, writing nothing more.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrConflict: the write contradicts existing state (a duplicate key, a
+	// transition the run's current status does not allow).
+	ErrConflict = errors.New("conflict")
+	// ErrNoCheckpoint: a resume in resume mode found no checkpoint.
+	ErrNoCheckpoint = errors.New("no_checkpoint")
+	// ErrRevisionMismatch: a resume onto another revision is not possible.
+	ErrRevisionMismatch = errors.New("revision_mismatch")
+)

@@ -1,0 +1,114 @@
+package starflowtype
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Lease identifies the runner allowed to write a run and the fencing epoch
+// of its claim. Every runner write carries one; the cold store refuses a
+// write whose (RunnerID, Epoch) no longer matches workflow_runs
+// (leased_by, lease_epoch) with ErrLeaseLost.
+type Lease struct {
+	RunnerID string `json:"runner_id"`
+	Epoch    int64  `json:"epoch"`
+}
+
+// Run is one row of workflow_runs. Times are UTC; a zero time means NULL.
+// JSON fields hold the raw stored JSON (nil when NULL).
+type Run struct {
+	ID               string          `json:"id"`
+	WorkspaceID      string          `json:"workspace_id"`
+	Env              string          `json:"env"`
+	DefinitionID     string          `json:"definition_id"`
+	WorkflowName     string          `json:"workflow_name"`
+	WorkflowRevision string          `json:"workflow_revision"`
+	TemplateID       string          `json:"template_id"`
+	Status           RunStatus       `json:"status"`
+	ClaimState       ClaimState      `json:"claim_state"`
+	RunnerPool       string          `json:"runner_pool,omitempty"`
+	Priority         int             `json:"priority"`
+	LeasedBy         string          `json:"leased_by,omitempty"`
+	LeaseUntil       time.Time       `json:"lease_until,omitzero"`
+	LeaseEpoch       int64           `json:"lease_epoch"`
+	LastHeartbeat    time.Time       `json:"last_heartbeat,omitzero"`
+	ClaimAttempts    int             `json:"claim_attempts"`
+	Attempt          int             `json:"attempt"`
+	MaxAttempts      int             `json:"max_attempts"`
+	AvailableAt      time.Time       `json:"available_at,omitzero"`
+	RecoveryMode     RecoveryMode    `json:"recovery_mode"`
+	TriggerType      TriggerType     `json:"trigger_type"`
+	ParentRunID      string          `json:"parent_run_id,omitempty"`
+	IdempotencyKey   string          `json:"idempotency_key,omitempty"`
+	Input            json.RawMessage `json:"input,omitempty"`
+	Output           json.RawMessage `json:"output,omitempty"`
+	Checkpoint       json.RawMessage `json:"checkpoint,omitempty"`
+	Phase            string          `json:"phase,omitempty"`
+	Error            string          `json:"error,omitempty"`
+	DeadLettered     bool            `json:"dead_lettered"`
+	CancelRequested  bool            `json:"cancel_requested"`
+	CreatedAt        time.Time       `json:"created_at"`
+	StartedAt        time.Time       `json:"started_at,omitzero"`
+	CompletedAt      time.Time       `json:"completed_at,omitzero"`
+	DurationMS       int64           `json:"duration_ms,omitempty"`
+	UpdatedAt        time.Time       `json:"updated_at"`
+}
+
+// Lease returns the run's current lease (zero when unleased).
+func (r *Run) Lease() Lease { return Lease{RunnerID: r.LeasedBy, Epoch: r.LeaseEpoch} }
+
+// Step is one row of workflow_steps: one step instance within one attempt,
+// keyed by (RunID, Attempt, ScopePath, StepID). Tries counts the step's own
+// retry_policy tries within the attempt.
+type Step struct {
+	RunID      string     `json:"run_id"`
+	Attempt    int        `json:"attempt"`
+	ScopePath  string     `json:"scope_path"`
+	StepID     string     `json:"step_id"`
+	Kind       string     `json:"kind"`
+	Status     StepStatus `json:"status"`
+	Tries      int        `json:"tries"`
+	StartedAt  time.Time  `json:"started_at,omitzero"`
+	FinishedAt time.Time  `json:"finished_at,omitzero"`
+	DurationMS int64      `json:"duration_ms"`
+	Error      string     `json:"error,omitempty"`
+}
+
+// Event is one row of workflow_run_events (append-only; ID orders them).
+type Event struct {
+	ID        int64           `json:"id"`
+	RunID     string          `json:"run_id"`
+	Attempt   int             `json:"attempt"`
+	Type      EventType       `json:"event_type"`
+	NodeID    string          `json:"node_id,omitempty"`
+	ScopePath string          `json:"scope_path"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// Checkpoint is one row of workflow_run_checkpoints: the committed record
+// that a step instance succeeded. Context holds only the context keys the
+// step changed (a delta, masked); Output holds its output or a blob
+// reference.
+type Checkpoint struct {
+	RunID           string          `json:"run_id"`
+	ScopePath       string          `json:"scope_path"`
+	StepID          string          `json:"step_id"`
+	Attempt         int             `json:"attempt"`
+	Context         json.RawMessage `json:"context"`
+	Output          json.RawMessage `json:"output"`
+	PreviousBodyRef string          `json:"previous_body_ref,omitempty"`
+	CreatedAt       time.Time       `json:"created_at"`
+}
+
+// Definition is one row of workflow_definitions: a named workflow at one
+// revision (sha256 hex of its canonical JSON).
+type Definition struct {
+	ID          string          `json:"id"`
+	WorkspaceID string          `json:"workspace_id"`
+	Name        string          `json:"name"`
+	Revision    string          `json:"revision"`
+	Spec        json.RawMessage `json:"spec"`
+	Source      string          `json:"source"`
+	CreatedAt   time.Time       `json:"created_at"`
+}

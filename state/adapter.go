@@ -1,0 +1,284 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/starflow/starflow/starflowtype"
+)
+
+// DefaultWorkspace is the workspace_id used when none is given.
+const DefaultWorkspace = "default"
+
+// DefaultEnv is the env used when none is given.
+const DefaultEnv = "prod"
+
+// Adapter is the cold-tier store. Every method is one transaction. Methods
+// whose params carry a Lease are runner writes: they are fenced by a
+// conditional write on workflow_runs(id, leased_by, lease_epoch) inside the
+// same transaction and return starflowtype.ErrLeaseLost (having written
+// nothing) when it matches no row.
+//
+// Implementations: sqlitestore (embedded), nullstore (no-op). Every
+// implementation passes state/statetest.
+type Adapter interface {
+	// Capabilities describes what the adapter can do (the conformance suite
+	// skips durability cases for non-durable adapters).
+	Capabilities() Capabilities
+
+	// Migrate brings the schema to the newest version. Idempotent.
+	Migrate(ctx context.Context) error
+	// Close releases connections.
+	Close() error
+
+	// PutDefinition stores a definition revision; storing the same
+	// (workspace, name, revision) again returns the existing row.
+	PutDefinition(ctx context.Context, p *PutDefinitionParams) (*starflowtype.Definition, error)
+	// GetDefinition finds a definition by ID, or by Name (+ Revision; the
+	// newest when Revision is empty). ErrNotFound when none matches.
+	GetDefinition(ctx context.Context, p *GetDefinitionParams) (*starflowtype.Definition, error)
+
+	// EnqueueRun inserts a queued run and its run_queued event.
+	EnqueueRun(ctx context.Context, p *EnqueueRunParams) (*starflowtype.Run, error)
+	// ClaimRun atomically claims the best available run (highest priority,
+	// then oldest available_at) whose pool matches: claim_state → claimed,
+	// leased_by, lease_until = db now + TTL, lease_epoch + 1,
+	// claim_attempts + 1, and a run_claimed event. The seed's writeLease
+	// moment. Returns (nil, nil) when nothing is claimable.
+	ClaimRun(ctx context.Context, p *ClaimRunParams) (*starflowtype.Run, error)
+
+	// OnRunStart is the runner's first fenced write: status running,
+	// claim_state running, started_at (first time), run_started event.
+	OnRunStart(ctx context.Context, p *RunStartParams) (*starflowtype.Run, error)
+	// RefreshLease extends the lease to db now + TTL and sets
+	// last_heartbeat. Returns the new lease_until.
+	RefreshLease(ctx context.Context, p *RefreshLeaseParams) (time.Time, error)
+	// OnNodeStart upserts the step row as running (tries = p.Try) and
+	// appends node_start.
+	OnNodeStart(ctx context.Context, p *NodeStartParams) error
+	// OnNodeRetry records a failed try that will be retried: the step row
+	// keeps status running with its error, and node_retry is appended.
+	OnNodeRetry(ctx context.Context, p *NodeRetryParams) error
+	// OnNodeComplete is a step's completion in one transaction: the step row
+	// becomes succeeded, node_complete is appended and the checkpoint row is
+	// written.
+	OnNodeComplete(ctx context.Context, p *NodeCompleteParams) error
+	// OnNodeError records a terminal step failure: step row failed,
+	// node_error appended.
+	OnNodeError(ctx context.Context, p *NodeErrorParams) error
+	// OnNodeSkipped records a step whose `when` was false (or whose
+	// dependency failed): step row skipped, node_skipped appended. No
+	// checkpoint.
+	OnNodeSkipped(ctx context.Context, p *NodeSkippedParams) error
+	// RecordPhaseIfChanged sets workflow_runs.phase and appends a phase event
+	// when the phase differs from the stored one.
+	RecordPhaseIfChanged(ctx context.Context, p *RecordPhaseParams) error
+	// OnRunComplete ends a run as succeeded: output, completed_at,
+	// duration_ms, claim_state complete, lease cleared, checkpoint_json
+	// cleared, run_succeeded event.
+	OnRunComplete(ctx context.Context, p *RunCompleteParams) (*starflowtype.Run, error)
+	// OnRunError ends the current attempt with an error. When p.Retry is set
+	// and attempt < max_attempts the run is re-queued (status interrupted,
+	// claim_state queued, attempt + 1, available_at = db now + p.Backoff,
+	// run_interrupted event); otherwise it fails (status failed, claim_state
+	// failed, dead_lettered when attempts ran out, run_failed and, when
+	// dead-lettered, run_dead_lettered). The lease is cleared either way.
+	OnRunError(ctx context.Context, p *RunErrorParams) (*starflowtype.Run, error)
+	// ClearLease releases a lease without ending the run (graceful stop):
+	// claim_state queued, available now, leased_by/lease_until cleared; the
+	// next claim bumps the epoch.
+	ClearLease(ctx context.Context, p *ClearLeaseParams) error
+
+	// GetRun reads one run. ErrNotFound when absent.
+	GetRun(ctx context.Context, p *GetRunParams) (*starflowtype.Run, error)
+	// ListRuns lists runs, newest first.
+	ListRuns(ctx context.Context, p *ListRunsParams) ([]*starflowtype.Run, error)
+	// ListSteps lists a run's step rows in start order.
+	ListSteps(ctx context.Context, p *ListStepsParams) ([]*starflowtype.Step, error)
+	// ListEvents lists a run's events in id order.
+	ListEvents(ctx context.Context, p *ListEventsParams) ([]*starflowtype.Event, error)
+	// ListCheckpoints lists a run's checkpoints in creation order.
+	ListCheckpoints(ctx context.Context, p *ListCheckpointsParams) ([]*starflowtype.Checkpoint, error)
+}
+
+// Capabilities are the optional abilities of an adapter.
+type Capabilities struct {
+	// Durable: writes survive a process crash (false for nullstore).
+	Durable bool
+	// Dialect names the SQL dialect ("sqlite", "postgres"), or "" when the
+	// adapter is not SQL.
+	Dialect string
+}
+
+// PutDefinitionParams stores one definition revision.
+type PutDefinitionParams struct {
+	WorkspaceID string
+	Name        string
+	Revision    string          // sha256 hex of Spec
+	Spec        json.RawMessage // canonical JSON
+	Source      string          // the text as written
+}
+
+// GetDefinitionParams finds a definition by ID or by name (+ revision).
+type GetDefinitionParams struct {
+	WorkspaceID string
+	ID          string
+	Name        string
+	Revision    string
+}
+
+// EnqueueRunParams inserts one queued run.
+type EnqueueRunParams struct {
+	ID               string // uuid; generated when empty
+	WorkspaceID      string
+	Env              string
+	DefinitionID     string
+	WorkflowName     string
+	WorkflowRevision string
+	RunnerPool       string // "" = any pool
+	Priority         int
+	MaxAttempts      int // default 3
+	Delay            time.Duration
+	RecoveryMode     starflowtype.RecoveryMode
+	TriggerType      starflowtype.TriggerType
+	ParentRunID      string
+	IdempotencyKey   string
+	Input            json.RawMessage
+}
+
+// ClaimRunParams claims one run for RunnerID.
+type ClaimRunParams struct {
+	RunnerID    string
+	Pools       []string // the runner's pools; a run with a NULL pool matches any
+	LeaseTTL    time.Duration
+	WorkspaceID string // "" = any workspace
+}
+
+// RunStartParams is the first fenced write of a claim.
+type RunStartParams struct {
+	RunID string
+	Lease starflowtype.Lease
+}
+
+// RefreshLeaseParams is one heartbeat.
+type RefreshLeaseParams struct {
+	RunID    string
+	Lease    starflowtype.Lease
+	LeaseTTL time.Duration
+}
+
+// StepKey names one step instance within one attempt.
+type StepKey struct {
+	RunID     string
+	Attempt   int
+	ScopePath string
+	StepID    string
+}
+
+// NodeStartParams opens (or re-opens, for a retry) a step row.
+type NodeStartParams struct {
+	StepKey
+	Lease   starflowtype.Lease
+	Kind    string
+	Try     int             // 1-based
+	Payload json.RawMessage // node_start payload (e.g. rendered input), may be nil
+}
+
+// NodeRetryParams records a failed try that will be retried.
+type NodeRetryParams struct {
+	StepKey
+	Lease   starflowtype.Lease
+	Try     int
+	Error   string
+	Backoff time.Duration
+}
+
+// NodeCompleteParams completes a step: ledger row, event and checkpoint.
+type NodeCompleteParams struct {
+	StepKey
+	Lease   starflowtype.Lease
+	Try     int
+	Output  json.RawMessage // the step's output (stored in the checkpoint)
+	Context json.RawMessage // the context keys the step changed (delta)
+}
+
+// NodeErrorParams records a terminal step failure.
+type NodeErrorParams struct {
+	StepKey
+	Lease   starflowtype.Lease
+	Kind    string
+	Try     int
+	Error   string
+	Payload json.RawMessage
+}
+
+// NodeSkippedParams records a skipped step.
+type NodeSkippedParams struct {
+	StepKey
+	Lease  starflowtype.Lease
+	Kind   string
+	Reason string
+}
+
+// RecordPhaseParams records a phase change.
+type RecordPhaseParams struct {
+	RunID string
+	Lease starflowtype.Lease
+	Phase string
+}
+
+// RunCompleteParams ends a run as succeeded.
+type RunCompleteParams struct {
+	RunID  string
+	Lease  starflowtype.Lease
+	Output json.RawMessage
+}
+
+// RunErrorParams ends the current attempt with an error.
+type RunErrorParams struct {
+	RunID   string
+	Lease   starflowtype.Lease
+	Error   string
+	Retry   bool          // the failure is retryable (transient)
+	Backoff time.Duration // delay before the next attempt when re-queued
+}
+
+// ClearLeaseParams releases a lease without ending the run.
+type ClearLeaseParams struct {
+	RunID string
+	Lease starflowtype.Lease
+}
+
+// GetRunParams reads one run.
+type GetRunParams struct {
+	WorkspaceID string // "" = any
+	ID          string
+}
+
+// ListRunsParams filters a run listing. Zero values mean "any".
+type ListRunsParams struct {
+	WorkspaceID  string
+	WorkflowName string
+	Status       []starflowtype.RunStatus
+	Limit        int // default 50
+}
+
+// ListStepsParams lists a run's steps; Attempt 0 means every attempt.
+type ListStepsParams struct {
+	RunID   string
+	Attempt int
+}
+
+// ListEventsParams lists a run's events after AfterID.
+type ListEventsParams struct {
+	RunID   string
+	AfterID int64
+	Limit   int // 0 = all
+}
+
+// ListCheckpointsParams lists a run's checkpoints; Attempt 0 = every attempt.
+type ListCheckpointsParams struct {
+	RunID   string
+	Attempt int
+}

@@ -1,0 +1,228 @@
+-- SQLite queries of the cold tier, one block per `-- name:` line. Every
+-- time comes from the database clock: strftime('%Y-%m-%dT%H:%M:%fZ','now').
+
+-- name: fence
+-- The conditional write that fences every runner write (SPEC §4). It must
+-- match exactly one row or the transaction rolls back with ErrLeaseLost.
+UPDATE workflow_runs
+   SET updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ? AND leased_by = ? AND lease_epoch = ?
+   AND claim_state IN ('claimed', 'running')
+RETURNING workspace_id, env, attempt;
+
+-- name: insert_definition
+INSERT INTO workflow_definitions (id, workspace_id, name, revision, spec_json, source)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (workspace_id, name, revision) DO NOTHING;
+
+-- name: get_definition_by_id
+SELECT id, workspace_id, name, revision, spec_json, source, created_at
+  FROM workflow_definitions WHERE id = ? AND (? = '' OR workspace_id = ?);
+
+-- name: get_definition_by_revision
+SELECT id, workspace_id, name, revision, spec_json, source, created_at
+  FROM workflow_definitions WHERE workspace_id = ? AND name = ? AND revision = ?;
+
+-- name: get_definition_latest
+SELECT id, workspace_id, name, revision, spec_json, source, created_at
+  FROM workflow_definitions WHERE workspace_id = ? AND name = ?
+ ORDER BY created_at DESC, rowid DESC LIMIT 1;
+
+-- name: insert_run
+INSERT INTO workflow_runs (
+    id, workspace_id, env, definition_id, workflow_name, workflow_revision, template_id,
+    status, claim_state, runner_pool, priority, max_attempts, available_at,
+    recovery_mode, trigger_type, parent_run_id, idempotency_key, input_json)
+VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 'queued', ?, ?, ?,
+        strftime('%Y-%m-%dT%H:%M:%fZ','now', ?), ?, ?, ?, ?, ?);
+
+-- name: claim_run
+-- One atomic conditional write; the single writer connection serialises
+-- claims on SQLite. Pools: a run with a NULL pool matches any runner.
+UPDATE workflow_runs
+   SET claim_state    = 'claimed',
+       leased_by      = ?1,
+       lease_until    = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?2),
+       last_heartbeat = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       lease_epoch    = lease_epoch + 1,
+       claim_attempts = claim_attempts + 1,
+       updated_at     = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = (
+       SELECT id FROM workflow_runs
+        WHERE claim_state = 'queued'
+          AND available_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now')
+          AND (runner_pool IS NULL OR runner_pool IN (SELECT value FROM json_each(?3)))
+          AND (?4 = '' OR workspace_id = ?4)
+        ORDER BY priority DESC, available_at, created_at
+        LIMIT 1)
+RETURNING id;
+
+-- name: run_start
+UPDATE workflow_runs
+   SET status      = 'running',
+       claim_state = 'running',
+       started_at  = coalesce(started_at, strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+       error       = NULL,
+       updated_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?;
+
+-- name: refresh_lease
+UPDATE workflow_runs
+   SET lease_until    = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?),
+       last_heartbeat = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       updated_at     = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ? AND leased_by = ? AND lease_epoch = ?
+   AND claim_state IN ('claimed', 'running')
+RETURNING lease_until;
+
+-- name: step_start
+INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
+                            kind, status, tries, started_at, seq)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+        (SELECT coalesce(max(seq), 0) + 1 FROM workflow_steps WHERE run_id = ?1))
+ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
+   SET status = 'running', tries = excluded.tries, error = NULL,
+       finished_at = NULL, duration_ms = NULL;
+
+-- name: step_retry
+UPDATE workflow_steps SET tries = ?, error = ?
+ WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ? AND status = 'running';
+
+-- name: step_finish
+UPDATE workflow_steps
+   SET status      = ?,
+       tries       = ?,
+       error       = ?,
+       finished_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       duration_ms = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                                  - julianday(started_at)) * 86400000) AS INTEGER)
+ WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ? AND status = 'running';
+
+-- name: step_skipped
+INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
+                            kind, status, tries, started_at, finished_at, duration_ms, error, seq)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'skipped', 0,
+        strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, NULL,
+        (SELECT coalesce(max(seq), 0) + 1 FROM workflow_steps WHERE run_id = ?1))
+ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
+   SET status = 'skipped', finished_at = excluded.finished_at;
+
+-- name: insert_event
+INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id,
+                                 scope_path, payload_json)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING id, created_at;
+
+-- name: insert_checkpoint
+INSERT INTO workflow_run_checkpoints (run_id, scope_path, step_id, attempt, workspace_id,
+                                      env, context_json, outputs_json)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: set_phase
+UPDATE workflow_runs SET phase = ?1
+ WHERE id = ?2 AND (phase IS NULL OR phase <> ?1);
+
+-- name: run_succeeded
+UPDATE workflow_runs
+   SET status          = 'succeeded',
+       claim_state     = 'complete',
+       output_json     = ?,
+       error           = NULL,
+       checkpoint_json = NULL,
+       leased_by       = NULL,
+       lease_until     = NULL,
+       completed_at    = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       duration_ms     = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                                      - julianday(started_at)) * 86400000) AS INTEGER),
+       updated_at      = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?;
+
+-- name: run_attempts
+SELECT attempt, max_attempts, recovery_mode FROM workflow_runs WHERE id = ?;
+
+-- name: run_requeue
+-- A retryable failure with attempts left: a new attempt after a backoff.
+UPDATE workflow_runs
+   SET status       = 'interrupted',
+       claim_state  = 'queued',
+       attempt      = attempt + 1,
+       available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?),
+       error        = ?,
+       leased_by    = NULL,
+       lease_until  = NULL,
+       updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?;
+
+-- name: run_hold
+-- A retryable failure in manual recovery mode: interrupted until an operator acts.
+UPDATE workflow_runs
+   SET status      = 'interrupted',
+       claim_state = 'abandoned',
+       error       = ?,
+       leased_by   = NULL,
+       lease_until = NULL,
+       updated_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?;
+
+-- name: run_failed
+UPDATE workflow_runs
+   SET status        = 'failed',
+       claim_state   = 'failed',
+       error         = ?,
+       dead_lettered = ?,
+       leased_by     = NULL,
+       lease_until   = NULL,
+       checkpoint_json = NULL,
+       completed_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       duration_ms   = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                                    - julianday(coalesce(started_at, created_at))) * 86400000) AS INTEGER),
+       updated_at    = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?;
+
+-- name: clear_lease
+UPDATE workflow_runs
+   SET status       = CASE WHEN status = 'running' THEN 'queued' ELSE status END,
+       claim_state  = 'queued',
+       leased_by    = NULL,
+       lease_until  = NULL,
+       available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?;
+
+-- name: get_run
+SELECT /*run_columns*/ FROM workflow_runs WHERE id = ? AND (? = '' OR workspace_id = ?);
+
+-- name: list_runs
+SELECT /*run_columns*/ FROM workflow_runs
+ WHERE (?1 = '' OR workspace_id = ?1)
+   AND (?2 = '' OR workflow_name = ?2)
+   AND (?3 = '[]' OR status IN (SELECT value FROM json_each(?3)))
+ ORDER BY created_at DESC, rowid DESC
+ LIMIT ?4;
+
+-- name: list_steps
+SELECT run_id, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
+       coalesce(duration_ms, 0), coalesce(error, '')
+  FROM workflow_steps
+ WHERE run_id = ? AND (? = 0 OR attempt = ?)
+ ORDER BY attempt, seq;
+
+-- name: get_step
+SELECT run_id, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
+       coalesce(duration_ms, 0), coalesce(error, '')
+  FROM workflow_steps
+ WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ?;
+
+-- name: list_events
+SELECT id, run_id, attempt, event_type, coalesce(node_id, ''), scope_path, payload_json, created_at
+  FROM workflow_run_events
+ WHERE run_id = ? AND id > ?
+ ORDER BY id
+ LIMIT ?;
+
+-- name: list_checkpoints
+SELECT run_id, scope_path, step_id, attempt, context_json, outputs_json,
+       coalesce(previous_body_ref, ''), created_at
+  FROM workflow_run_checkpoints
+ WHERE run_id = ? AND (? = 0 OR attempt = ?)
+ ORDER BY created_at, rowid;

@@ -1,0 +1,506 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/starflow/starflow/internal/faultpoint"
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+)
+
+// txn is one write transaction and the Change it accumulates for hooks.
+type txn struct {
+	tx *sql.Tx
+	ch *state.Change
+}
+
+// runMeta is what the fence returns about the fenced run.
+type runMeta struct {
+	workspace, env string
+	attempt        int
+}
+
+// inTx runs fn in one BEGIN IMMEDIATE transaction on the writer
+// connection, then the hooks, then commits. Any error rolls back.
+func (s *Store) inTx(ctx context.Context, op, runID string, fn func(t *txn) error) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: %s: begin: %w", op, translate(err))
+	}
+	t := &txn{tx: tx, ch: &state.Change{Op: op, RunID: runID}}
+	if err := fn(t); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if len(s.cfg.Hooks) > 0 {
+		if runID != "" {
+			if t.ch.Run, err = getRun(ctx, tx, "", runID); err != nil {
+				_ = tx.Rollback()
+				return fmt.Errorf("sqlitestore: %s: read back run: %w", op, err)
+			}
+		}
+		for _, h := range s.cfg.Hooks {
+			if err := h(ctx, tx, "sqlite", t.ch); err != nil {
+				_ = tx.Rollback()
+				return fmt.Errorf("sqlitestore: %s: hook: %w", op, err)
+			}
+		}
+	}
+	faultpoint.Hit("sqlite." + op + ".before_commit")
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlitestore: %s: commit: %w", op, translate(err))
+	}
+	return nil
+}
+
+// fence is the conditional write of SPEC §4. It matches exactly one row or
+// returns ErrLeaseLost.
+func (t *txn) fence(ctx context.Context, runID string, l starflowtype.Lease) (runMeta, error) {
+	var m runMeta
+	err := t.tx.QueryRowContext(ctx, q("fence"), runID, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, fmt.Errorf("run %s, runner %s, epoch %d: %w", runID, l.RunnerID, l.Epoch, starflowtype.ErrLeaseLost)
+	}
+	if err != nil {
+		return m, fmt.Errorf("fence: %w", translate(err))
+	}
+	return m, nil
+}
+
+// event appends one workflow_run_events row and records it in the Change.
+func (t *txn) event(ctx context.Context, m runMeta, runID string, attempt int, typ starflowtype.EventType, node, scope string, payload json.RawMessage) error {
+	if attempt == 0 {
+		attempt = m.attempt
+	}
+	ev := &starflowtype.Event{RunID: runID, Attempt: attempt, Type: typ, NodeID: node, ScopePath: scope, Payload: payload}
+	var created string
+	err := t.tx.QueryRowContext(ctx, q("insert_event"), runID, m.workspace, m.env, attempt, string(typ),
+		nullString(node), scope, nullJSON(payload)).Scan(&ev.ID, &created)
+	if err != nil {
+		return fmt.Errorf("insert %s event: %w", typ, translate(err))
+	}
+	ev.CreatedAt = parseTime(created)
+	t.ch.Events = append(t.ch.Events, ev)
+	return nil
+}
+
+// stepChanged reads back a step row into the Change (only when hooks need it).
+func (s *Store) stepChanged(ctx context.Context, t *txn, k state.StepKey) error {
+	if len(s.cfg.Hooks) == 0 {
+		return nil
+	}
+	st, err := scanStep(t.tx.QueryRowContext(ctx, q("get_step"), k.RunID, k.Attempt, k.ScopePath, k.StepID))
+	if err != nil {
+		return fmt.Errorf("read back step: %w", err)
+	}
+	t.ch.Steps = append(t.ch.Steps, st)
+	return nil
+}
+
+// PutDefinition implements state.Adapter.
+func (s *Store) PutDefinition(ctx context.Context, p *state.PutDefinitionParams) (*starflowtype.Definition, error) {
+	ws := orDefault(p.WorkspaceID, state.DefaultWorkspace)
+	err := s.inTx(ctx, "PutDefinition", "", func(t *txn) error {
+		_, err := t.tx.ExecContext(ctx, q("insert_definition"), uuid.NewString(), ws, p.Name, p.Revision, string(p.Spec), p.Source)
+		return translate(err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: put definition %s: %w", p.Name, err)
+	}
+	return s.GetDefinition(ctx, &state.GetDefinitionParams{WorkspaceID: ws, Name: p.Name, Revision: p.Revision})
+}
+
+// EnqueueRun implements state.Adapter.
+func (s *Store) EnqueueRun(ctx context.Context, p *state.EnqueueRunParams) (*starflowtype.Run, error) {
+	id := p.ID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	maxAttempts := p.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = 3
+	}
+	mode := p.RecoveryMode
+	if mode == "" {
+		mode = starflowtype.RecoveryReplay
+	}
+	trigger := p.TriggerType
+	if trigger == "" {
+		trigger = starflowtype.TriggerAPI
+	}
+	m := runMeta{workspace: orDefault(p.WorkspaceID, state.DefaultWorkspace), env: orDefault(p.Env, state.DefaultEnv), attempt: 1}
+	err := s.inTx(ctx, "EnqueueRun", id, func(t *txn) error {
+		_, err := t.tx.ExecContext(ctx, q("insert_run"), id, m.workspace, m.env, nullString(p.DefinitionID),
+			p.WorkflowName, p.WorkflowRevision, p.WorkflowName, nullString(p.RunnerPool), p.Priority,
+			maxAttempts, sqliteOffset(p.Delay), string(mode), string(trigger), nullString(p.ParentRunID),
+			nullString(p.IdempotencyKey), nullJSON(p.Input))
+		if err != nil {
+			return translate(err)
+		}
+		return t.event(ctx, m, id, 1, starflowtype.EventRunQueued, "", "", nil)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: enqueue %s: %w", p.WorkflowName, err)
+	}
+	return s.GetRun(ctx, &state.GetRunParams{ID: id})
+}
+
+// ClaimRun implements state.Adapter.
+func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflowtype.Run, error) {
+	pools, _ := json.Marshal(orEmpty(p.Pools))
+	var id string
+	err := s.inTx(ctx, "ClaimRun", "", func(t *txn) error {
+		err := t.tx.QueryRowContext(ctx, q("claim_run"), p.RunnerID, sqliteOffset(p.LeaseTTL), string(pools), p.WorkspaceID).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return translate(err)
+		}
+		t.ch.RunID = id
+		var m runMeta
+		if err := t.tx.QueryRowContext(ctx, `SELECT workspace_id, env, attempt FROM workflow_runs WHERE id = ?`, id).Scan(&m.workspace, &m.env, &m.attempt); err != nil {
+			return translate(err)
+		}
+		payload, _ := json.Marshal(map[string]any{"runner_id": p.RunnerID})
+		if err := t.event(ctx, m, id, 0, starflowtype.EventRunClaimed, "", "", payload); err != nil {
+			return err
+		}
+		if len(s.cfg.Hooks) > 0 {
+			var err error
+			t.ch.Run, err = getRun(ctx, t.tx, "", id)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: claim: %w", err)
+	}
+	if id == "" {
+		return nil, nil
+	}
+	return s.getRunWriter(ctx, id)
+}
+
+// OnRunStart implements state.Adapter.
+func (s *Store) OnRunStart(ctx context.Context, p *state.RunStartParams) (*starflowtype.Run, error) {
+	err := s.inTx(ctx, "OnRunStart", p.RunID, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		if _, err := t.tx.ExecContext(ctx, q("run_start"), p.RunID); err != nil {
+			return translate(err)
+		}
+		payload, _ := json.Marshal(map[string]any{"runner_id": p.Lease.RunnerID, "lease_epoch": p.Lease.Epoch})
+		return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunStarted, "", "", payload)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: run start: %w", err)
+	}
+	return s.getRunWriter(ctx, p.RunID)
+}
+
+// RefreshLease implements state.Adapter.
+func (s *Store) RefreshLease(ctx context.Context, p *state.RefreshLeaseParams) (time.Time, error) {
+	var until string
+	err := s.inTx(ctx, "RefreshLease", p.RunID, func(t *txn) error {
+		err := t.tx.QueryRowContext(ctx, q("refresh_lease"), sqliteOffset(p.LeaseTTL), p.RunID, p.Lease.RunnerID, p.Lease.Epoch).Scan(&until)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("run %s, runner %s, epoch %d: %w", p.RunID, p.Lease.RunnerID, p.Lease.Epoch, starflowtype.ErrLeaseLost)
+		}
+		return translate(err)
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("sqlitestore: refresh lease: %w", err)
+	}
+	return parseTime(until), nil
+}
+
+// OnNodeStart implements state.Adapter.
+func (s *Store) OnNodeStart(ctx context.Context, p *state.NodeStartParams) error {
+	err := s.inTx(ctx, "OnNodeStart", p.RunID, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		if _, err := t.tx.ExecContext(ctx, q("step_start"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
+			m.workspace, m.env, p.Kind, p.Try); err != nil {
+			return translate(err)
+		}
+		payload := tryPayload(p.Try, p.Payload)
+		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeStart, p.StepID, p.ScopePath, payload); err != nil {
+			return err
+		}
+		return s.stepChanged(ctx, t, p.StepKey)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: node start %s: %w", p.StepID, err)
+	}
+	return nil
+}
+
+// OnNodeRetry implements state.Adapter.
+func (s *Store) OnNodeRetry(ctx context.Context, p *state.NodeRetryParams) error {
+	err := s.inTx(ctx, "OnNodeRetry", p.RunID, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		if err := mustAffect(t.tx.ExecContext(ctx, q("step_retry"), p.Try, p.Error, p.RunID, p.Attempt, p.ScopePath, p.StepID)); err != nil {
+			return fmt.Errorf("step %q is not running: %w", p.StepID, err)
+		}
+		payload, _ := json.Marshal(map[string]any{"try": p.Try, "error": p.Error, "backoff_ms": p.Backoff.Milliseconds()})
+		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeRetry, p.StepID, p.ScopePath, payload); err != nil {
+			return err
+		}
+		return s.stepChanged(ctx, t, p.StepKey)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: node retry %s: %w", p.StepID, err)
+	}
+	return nil
+}
+
+// OnNodeComplete implements state.Adapter: ledger row, node_complete event
+// and checkpoint in one transaction.
+func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams) error {
+	err := s.inTx(ctx, "OnNodeComplete", p.RunID, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		if err := mustAffect(t.tx.ExecContext(ctx, q("step_finish"), string(starflowtype.StepSucceeded), p.Try, nil,
+			p.RunID, p.Attempt, p.ScopePath, p.StepID)); err != nil {
+			return fmt.Errorf("step %q is not running: %w", p.StepID, err)
+		}
+		faultpoint.Hit("sqlite.OnNodeComplete.after_step")
+		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeComplete, p.StepID, p.ScopePath, tryPayload(p.Try, nil)); err != nil {
+			return err
+		}
+		faultpoint.Hit("sqlite.OnNodeComplete.after_event")
+		if _, err := t.tx.ExecContext(ctx, q("insert_checkpoint"), p.RunID, p.ScopePath, p.StepID, p.Attempt,
+			m.workspace, m.env, jsonOrNull(p.Context, "{}"), jsonOrNull(p.Output, "null")); err != nil {
+			return fmt.Errorf("checkpoint: %w", translate(err))
+		}
+		faultpoint.Hit("sqlite.OnNodeComplete.after_checkpoint")
+		return s.stepChanged(ctx, t, p.StepKey)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: node complete %s: %w", p.StepID, err)
+	}
+	return nil
+}
+
+// OnNodeError implements state.Adapter.
+func (s *Store) OnNodeError(ctx context.Context, p *state.NodeErrorParams) error {
+	err := s.inTx(ctx, "OnNodeError", p.RunID, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		res, err := t.tx.ExecContext(ctx, q("step_finish"), string(starflowtype.StepFailed), p.Try, p.Error,
+			p.RunID, p.Attempt, p.ScopePath, p.StepID)
+		if err != nil {
+			return translate(err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			// The step failed before it started (e.g. its input did not
+			// evaluate): record it as a failed row of its own.
+			if _, err := t.tx.ExecContext(ctx, q("step_start"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
+				m.workspace, m.env, p.Kind, p.Try); err != nil {
+				return translate(err)
+			}
+			if err := mustAffect(t.tx.ExecContext(ctx, q("step_finish"), string(starflowtype.StepFailed), p.Try, p.Error,
+				p.RunID, p.Attempt, p.ScopePath, p.StepID)); err != nil {
+				return err
+			}
+		}
+		payload := p.Payload
+		if payload == nil {
+			payload, _ = json.Marshal(map[string]any{"try": p.Try, "error": p.Error})
+		}
+		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeError, p.StepID, p.ScopePath, payload); err != nil {
+			return err
+		}
+		return s.stepChanged(ctx, t, p.StepKey)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: node error %s: %w", p.StepID, err)
+	}
+	return nil
+}
+
+// OnNodeSkipped implements state.Adapter.
+func (s *Store) OnNodeSkipped(ctx context.Context, p *state.NodeSkippedParams) error {
+	err := s.inTx(ctx, "OnNodeSkipped", p.RunID, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		if _, err := t.tx.ExecContext(ctx, q("step_skipped"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
+			m.workspace, m.env, p.Kind); err != nil {
+			return translate(err)
+		}
+		var payload json.RawMessage
+		if p.Reason != "" {
+			payload, _ = json.Marshal(map[string]any{"reason": p.Reason})
+		}
+		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeSkipped, p.StepID, p.ScopePath, payload); err != nil {
+			return err
+		}
+		return s.stepChanged(ctx, t, p.StepKey)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: node skipped %s: %w", p.StepID, err)
+	}
+	return nil
+}
+
+// RecordPhaseIfChanged implements state.Adapter.
+func (s *Store) RecordPhaseIfChanged(ctx context.Context, p *state.RecordPhaseParams) error {
+	err := s.inTx(ctx, "RecordPhaseIfChanged", p.RunID, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		res, err := t.tx.ExecContext(ctx, q("set_phase"), p.Phase, p.RunID)
+		if err != nil {
+			return translate(err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		payload, _ := json.Marshal(map[string]any{"phase": p.Phase})
+		return t.event(ctx, m, p.RunID, 0, starflowtype.EventPhase, "", "", payload)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: record phase: %w", err)
+	}
+	return nil
+}
+
+// OnRunComplete implements state.Adapter.
+func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (*starflowtype.Run, error) {
+	err := s.inTx(ctx, "OnRunComplete", p.RunID, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		if _, err := t.tx.ExecContext(ctx, q("run_succeeded"), jsonOrNull(p.Output, "null"), p.RunID); err != nil {
+			return translate(err)
+		}
+		return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunSucceeded, "", "", nil)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: run complete: %w", err)
+	}
+	return s.getRunWriter(ctx, p.RunID)
+}
+
+// OnRunError implements state.Adapter.
+func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starflowtype.Run, error) {
+	err := s.inTx(ctx, "OnRunError", p.RunID, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		var attempt, maxAttempts int
+		var mode string
+		if err := t.tx.QueryRowContext(ctx, q("run_attempts"), p.RunID).Scan(&attempt, &maxAttempts, &mode); err != nil {
+			return translate(err)
+		}
+		switch {
+		case p.Retry && starflowtype.RecoveryMode(mode) == starflowtype.RecoveryManual:
+			if _, err := t.tx.ExecContext(ctx, q("run_hold"), p.Error, p.RunID); err != nil {
+				return translate(err)
+			}
+			payload, _ := json.Marshal(map[string]any{"error": p.Error, "recovery_mode": mode})
+			return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunInterrupted, "", "", payload)
+		case p.Retry && attempt < maxAttempts:
+			if _, err := t.tx.ExecContext(ctx, q("run_requeue"), sqliteOffset(p.Backoff), p.Error, p.RunID); err != nil {
+				return translate(err)
+			}
+			payload, _ := json.Marshal(map[string]any{"error": p.Error, "next_attempt": attempt + 1, "backoff_ms": p.Backoff.Milliseconds()})
+			return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunInterrupted, "", "", payload)
+		default:
+			dead := p.Retry // retryable, but attempts ran out
+			if _, err := t.tx.ExecContext(ctx, q("run_failed"), p.Error, dead, p.RunID); err != nil {
+				return translate(err)
+			}
+			payload, _ := json.Marshal(map[string]any{"error": p.Error})
+			if err := t.event(ctx, m, p.RunID, 0, starflowtype.EventRunFailed, "", "", payload); err != nil {
+				return err
+			}
+			if dead {
+				return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunDeadLettered, "", "", nil)
+			}
+			return nil
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: run error: %w", err)
+	}
+	return s.getRunWriter(ctx, p.RunID)
+}
+
+// ClearLease implements state.Adapter.
+func (s *Store) ClearLease(ctx context.Context, p *state.ClearLeaseParams) error {
+	err := s.inTx(ctx, "ClearLease", p.RunID, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		if _, err := t.tx.ExecContext(ctx, q("clear_lease"), p.RunID); err != nil {
+			return translate(err)
+		}
+		payload, _ := json.Marshal(map[string]any{"reason": "lease_released", "runner_id": p.Lease.RunnerID})
+		return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunQueued, "", "", payload)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlitestore: clear lease: %w", err)
+	}
+	return nil
+}
+
+// translate maps driver errors to the sentinel errors of starflowtype.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
+		return fmt.Errorf("%w: %v", starflowtype.ErrConflict, err)
+	}
+	return err
+}
+
+func mustAffect(res sql.Result, err error) error {
+	if err != nil {
+		return translate(err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n != 1 {
+		return starflowtype.ErrConflict
+	}
+	return nil
+}
+
+func tryPayload(try int, extra json.RawMessage) json.RawMessage {
+	m := map[string]any{"try": try}
+	if len(extra) > 0 {
+		m["input"] = extra
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
