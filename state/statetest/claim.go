@@ -1,0 +1,224 @@
+package statetest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+)
+
+// testClaim: ClaimRun's atomic conditional write, its order, delays, pool
+// affinity and mutual exclusion under concurrency.
+func (s *suite) testClaim(t *testing.T) {
+	t.Parallel()
+
+	t.Run("SetsLease", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		r := h.enqueue(nil)
+		before := time.Now()
+		c := h.claimID(r.ID, runnerA)
+		equal(t, "claim_state", c.ClaimState, starflowtype.ClaimClaimed)
+		equal(t, "leased_by", c.LeasedBy, runnerA)
+		equal(t, "lease_epoch", c.LeaseEpoch, r.LeaseEpoch+1)
+		equal(t, "claim_attempts", c.ClaimAttempts, r.ClaimAttempts+1)
+		equal(t, "attempt (a claim does not bump it)", c.Attempt, 1)
+		equal(t, "Lease()", c.Lease(), starflowtype.Lease{RunnerID: runnerA, Epoch: r.LeaseEpoch + 1})
+		if !c.LeaseUntil.After(before) {
+			t.Errorf("lease_until %v is not in the future (claimed after %v)", c.LeaseUntil, before)
+		}
+		near(t, "lease_until", c.LeaseUntil, c.UpdatedAt.Add(leaseTTL), clockSlack)
+
+		stored := h.getRun(r.ID)
+		equal(t, "stored claim_state", stored.ClaimState, starflowtype.ClaimClaimed)
+		equal(t, "stored lease", stored.Lease(), c.Lease())
+
+		evs := h.events(r.ID)
+		wantEventTypes(t, evs, starflowtype.EventRunQueued, starflowtype.EventRunClaimed)
+
+		if again := h.claim(runnerB); again != nil {
+			t.Errorf("a claimed run was claimed again by %s: %+v", runnerB, again)
+		}
+
+		started, err := h.a.OnRunStart(h.ctx(), &state.RunStartParams{RunID: r.ID, Lease: c.Lease()})
+		if err != nil {
+			t.Fatalf("OnRunStart: %v", err)
+		}
+		equal(t, "status after OnRunStart", started.Status, starflowtype.RunRunning)
+		equal(t, "claim_state after OnRunStart", started.ClaimState, starflowtype.ClaimRunning)
+		if started.StartedAt.IsZero() {
+			t.Error("started_at not set by OnRunStart")
+		}
+		wantEventTypes(t, h.eventsAfter(r.ID, evs[len(evs)-1].ID), starflowtype.EventRunStarted)
+	})
+
+	t.Run("NothingClaimable", func(t *testing.T) {
+		t.Parallel()
+		h := s.adapter(t)
+		if r := h.claim(runnerA); r != nil {
+			t.Fatalf("ClaimRun on an empty store = %+v, want nil", r)
+		}
+	})
+
+	t.Run("PriorityOrder", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		low := h.enqueue(&state.EnqueueRunParams{Priority: 0})
+		high := h.enqueue(&state.EnqueueRunParams{Priority: 10})
+		mid := h.enqueue(&state.EnqueueRunParams{Priority: 5})
+		neg := h.enqueue(&state.EnqueueRunParams{Priority: -3})
+		for _, want := range []*starflowtype.Run{high, mid, low, neg} {
+			h.claimID(want.ID, runnerA)
+		}
+		if r := h.claim(runnerA); r != nil {
+			t.Errorf("a fifth claim returned %s", r.ID)
+		}
+	})
+
+	t.Run("OldestFirstAtEqualPriority", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		first := h.enqueue(nil)
+		var second *starflowtype.Run
+		// available_at comes from the database clock; enqueue until the
+		// second run's is strictly later, so the order is defined.
+		eventually(t, "a later available_at", func() bool {
+			second = h.enqueue(nil)
+			return second.AvailableAt.After(first.AvailableAt)
+		})
+		h.claimID(first.ID, runnerA)
+	})
+
+	t.Run("DelayedNotClaimable", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		r := h.enqueue(&state.EnqueueRunParams{Delay: time.Hour})
+		near(t, "available_at", r.AvailableAt, r.CreatedAt.Add(time.Hour), clockSlack)
+		if c := h.claim(runnerA); c != nil {
+			t.Fatalf("a run delayed by an hour was claimed: %+v", c)
+		}
+		now := h.enqueue(nil)
+		h.claimID(now.ID, runnerA)
+	})
+
+	t.Run("DelayedClaimableAfterDelay", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		r := h.enqueue(&state.EnqueueRunParams{Delay: 300 * time.Millisecond})
+		var c *starflowtype.Run
+		eventually(t, "the delayed run claimable", func() bool {
+			c = h.claim(runnerA)
+			return c != nil
+		})
+		equal(t, "claimed", c.ID, r.ID)
+		if c.UpdatedAt.Before(r.AvailableAt) {
+			t.Errorf("claimed at %v (database clock), before available_at %v", c.UpdatedAt, r.AvailableAt)
+		}
+	})
+
+	t.Run("RunnerPools", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		gpu := h.enqueue(&state.EnqueueRunParams{RunnerPool: "gpu", Priority: 1})
+		anyPool := h.enqueue(&state.EnqueueRunParams{})
+
+		// A runner without pools, or with other pools, only gets the run
+		// that names no pool.
+		h.claimID(anyPool.ID, runnerA)
+		if c := h.claim(runnerA); c != nil {
+			t.Errorf("a runner with no pools claimed %s (pool %q)", c.ID, c.RunnerPool)
+		}
+		if c := h.claim(runnerA, "cpu", "io"); c != nil {
+			t.Errorf("a runner of pools cpu,io claimed %s (pool %q)", c.ID, c.RunnerPool)
+		}
+		h.claimID(gpu.ID, runnerB, "cpu", "gpu")
+
+		// A run with no pool goes to a runner that lists pools, too.
+		anyPool2 := h.enqueue(nil)
+		h.claimID(anyPool2.ID, runnerB, "gpu")
+	})
+
+	t.Run("WorkspaceFilter", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		acme := h.enqueue(&state.EnqueueRunParams{WorkspaceID: "acme", Priority: 1})
+		def := h.enqueue(nil)
+		c, err := h.a.ClaimRun(h.ctx(), &state.ClaimRunParams{RunnerID: runnerA, LeaseTTL: leaseTTL, WorkspaceID: state.DefaultWorkspace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c == nil || c.ID != def.ID {
+			t.Fatalf("claim in workspace default = %+v, want %s", c, def.ID)
+		}
+		c, err = h.a.ClaimRun(h.ctx(), &state.ClaimRunParams{RunnerID: runnerA, LeaseTTL: leaseTTL, WorkspaceID: state.DefaultWorkspace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c != nil {
+			t.Errorf("claim in workspace default took %s of workspace %s", c.ID, c.WorkspaceID)
+		}
+		h.claimID(acme.ID, runnerA)
+	})
+
+	t.Run("ConcurrentClaimsExclusive", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		const runs, runners = 40, 8
+		want := map[string]bool{}
+		for range runs {
+			want[h.enqueue(nil).ID] = true
+		}
+		var (
+			mu      sync.Mutex
+			claimed = map[string][]string{} // run id → runners
+			wg      sync.WaitGroup
+			errs    = make(chan error, runners)
+		)
+		start := make(chan struct{})
+		for i := range runners {
+			runner := "runner-" + string(rune('a'+i))
+			wg.Go(func() {
+				<-start
+				for {
+					r, err := h.a.ClaimRun(h.ctx(), &state.ClaimRunParams{RunnerID: runner, LeaseTTL: leaseTTL})
+					if err != nil {
+						errs <- err
+						return
+					}
+					if r == nil {
+						return
+					}
+					mu.Lock()
+					claimed[r.ID] = append(claimed[r.ID], runner)
+					mu.Unlock()
+					if r.LeasedBy != runner || r.LeaseEpoch != 1 {
+						errs <- fmt.Errorf("run %s claimed by %s came back with lease %+v", r.ID, runner, r.Lease())
+						return
+					}
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("concurrent claim: %v", err)
+		}
+		for id := range want {
+			if got := claimed[id]; len(got) != 1 {
+				t.Errorf("run %s claimed by %v, want exactly one runner", id, got)
+			}
+		}
+		for id := range claimed {
+			if !want[id] {
+				t.Errorf("claimed unknown run %s", id)
+			}
+		}
+		for id := range want {
+			equal(t, "claim_attempts of "+id, h.getRun(id).ClaimAttempts, 1)
+		}
+	})
+}

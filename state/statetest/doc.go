@@ -1,0 +1,41 @@
+// Package statetest is the conformance suite of the cold-tier contract
+// (SPEC §4): every state.Adapter implementation calls Run (or RunOpener)
+// from its own tests, with a fresh, migrated adapter per test, and must
+// pass every case that applies to it. The model is River's
+// riverdrivertest.
+//
+//	func TestConformance(t *testing.T) {
+//		statetest.RunOpener(t, func(t *testing.T, hooks []state.TxHook) state.Adapter {
+//			s, err := sqlitestore.Open(sqlitestore.Config{
+//				Path:  filepath.Join(t.TempDir(), "starflow.db"),
+//				Hooks: hooks,
+//			})
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			t.Cleanup(func() { _ = s.Close() })
+//			if err := s.Migrate(t.Context()); err != nil {
+//				t.Fatal(err)
+//			}
+//			return s
+//		}, statetest.Options{})
+//	}
+//
+// Capability flags decide which cases run. An adapter whose
+// Capabilities().Durable is false is taken to store nothing (nullstore):
+// every case that reads back what it wrote is skipped, and the NonDurable
+// cases check instead that writes succeed and reads are empty. Hook cases
+// that write SQL through the hook's transaction are skipped when
+// Capabilities().Dialect is "". The close-and-reopen case runs only when
+// Options.Reopen is set.
+//
+// Contract details the suite pins down beyond the method comments of
+// state.Adapter: the payload of node_start, node_retry, node_complete and
+// node_error events is a JSON object with a "try" number; the payload of a
+// phase event has a "phase" string; ListRuns breaks ties in created_at by
+// insertion order (newest first).
+//
+// Import rule: statetest imports the standard library, starflowtype and
+// state; never an adapter (adapters import statetest from their tests) and
+// never the engine.
+package statetest

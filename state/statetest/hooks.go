@@ -1,0 +1,331 @@
+package statetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+)
+
+// errHook is what a failing recorder hook returns.
+var errHook = errors.New("statetest: hook refused the write")
+
+// hookTable is the table the SQL-writing hook creates and fills.
+const hookTable = "statetest_hook_rows"
+
+// recorder is a TxHook that records every Change it sees, can be told to
+// fail one operation, and, when writeSQL is set, writes a row per change
+// into hookTable through the adapter's transaction (and reads the rows
+// committed before).
+type recorder struct {
+	t        *testing.T
+	writeSQL bool
+
+	mu      sync.Mutex
+	changes []state.Change
+	dialect []string
+	failOp  string
+	seen    map[string][]string // op → ops of the rows visible when it ran (writeSQL)
+}
+
+func newRecorder(t *testing.T, writeSQL bool) *recorder {
+	return &recorder{t: t, writeSQL: writeSQL, seen: map[string][]string{}}
+}
+
+// hook is the state.TxHook.
+func (r *recorder) hook(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changes = append(r.changes, *ch)
+	r.dialect = append(r.dialect, dialect)
+	if r.writeSQL {
+		if err := r.writeRow(ctx, tx, dialect, ch); err != nil {
+			return err
+		}
+	}
+	if r.failOp == ch.Op {
+		return errHook
+	}
+	return nil
+}
+
+// writeRow creates hookTable if needed, records which rows are visible,
+// and inserts one row for ch.
+func (r *recorder) writeRow(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) error {
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+hookTable+` (op TEXT NOT NULL, run_id TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("create %s: %w", hookTable, err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT op FROM `+hookTable)
+	if err != nil {
+		return fmt.Errorf("select from %s: %w", hookTable, err)
+	}
+	var ops []string
+	for rows.Next() {
+		var op string
+		if err := rows.Scan(&op); err != nil {
+			rows.Close()
+			return err
+		}
+		ops = append(ops, op)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	slices.Sort(ops)
+	r.seen[ch.Op] = ops
+	q := `INSERT INTO ` + hookTable + ` (op, run_id) VALUES (` + placeholder(dialect, 1) + `, ` + placeholder(dialect, 2) + `)`
+	if _, err := tx.ExecContext(ctx, q, ch.Op, ch.RunID); err != nil {
+		return fmt.Errorf("insert into %s: %w", hookTable, err)
+	}
+	return nil
+}
+
+// placeholder is the n-th bind parameter in dialect.
+func placeholder(dialect string, n int) string {
+	if dialect == "postgres" {
+		return fmt.Sprintf("$%d", n)
+	}
+	return "?"
+}
+
+func (r *recorder) setFail(op string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failOp = op
+}
+
+// last returns the newest change, failing when there is none or it is not
+// of op.
+func (r *recorder) last(op string) state.Change {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.changes) == 0 {
+		r.t.Fatalf("no change recorded, want one of %s", op)
+	}
+	ch := r.changes[len(r.changes)-1]
+	if ch.Op != op {
+		r.t.Fatalf("last change is of %q, want %q", ch.Op, op)
+	}
+	return ch
+}
+
+func (r *recorder) seenBy(op string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen[op]
+}
+
+// testHooks: a TxHook sees each write's Change, can veto the write, and can
+// add rows that commit with it.
+func (s *suite) testHooks(t *testing.T) {
+	t.Parallel()
+
+	t.Run("SeesChanges", func(t *testing.T) {
+		t.Parallel()
+		rec := newRecorder(t, false)
+		h := s.stored(t, rec.hook)
+
+		// checkRun: the change's Run is the run row as the write left it.
+		checkRun := func(ch state.Change, id string) {
+			t.Helper()
+			equal(t, ch.Op+" RunID", ch.RunID, id)
+			if ch.Run == nil {
+				t.Errorf("%s: Change.Run is nil", ch.Op)
+				return
+			}
+			if got := h.getRun(id); !reflect.DeepEqual(ch.Run, got) {
+				t.Errorf("%s: Change.Run is not the run after the write:\nchange %+v\nstored %+v", ch.Op, ch.Run, got)
+			}
+		}
+		// checkEvents: the change's Events are the events the write appended.
+		checkEvents := func(ch state.Change, id string, mark int64) {
+			t.Helper()
+			stored := h.eventsAfter(id, mark)
+			if len(ch.Events) != len(stored) {
+				t.Errorf("%s: Change.Events %v, stored %v", ch.Op, eventTypes(ch.Events), eventTypes(stored))
+				return
+			}
+			for i := range stored {
+				if ch.Events[i].ID != stored[i].ID || ch.Events[i].Type != stored[i].Type || ch.Events[i].NodeID != stored[i].NodeID {
+					t.Errorf("%s: Change.Events[%d] = %+v, stored %+v", ch.Op, i, ch.Events[i], stored[i])
+				}
+			}
+		}
+
+		if _, err := h.a.PutDefinition(h.ctx(), &state.PutDefinitionParams{Name: "wf", Revision: "r1", Spec: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if ch := rec.last("PutDefinition"); ch.Run != nil || ch.RunID != "" {
+			t.Errorf("PutDefinition change names run %q (%v), want none", ch.RunID, ch.Run)
+		}
+
+		r := h.enqueue(nil)
+		ch := rec.last("EnqueueRun")
+		checkRun(ch, r.ID)
+		equal(t, "EnqueueRun change status", ch.Run.Status, starflowtype.RunQueued)
+		checkEvents(ch, r.ID, 0)
+		wantEventTypes(t, ch.Events, starflowtype.EventRunQueued)
+
+		mark := h.lastEventID(r.ID)
+		c := h.claimID(r.ID, runnerA)
+		ch = rec.last("ClaimRun")
+		checkRun(ch, r.ID)
+		equal(t, "ClaimRun change lease", ch.Run.Lease(), c.Lease())
+		checkEvents(ch, r.ID, mark)
+		wantEventTypes(t, ch.Events, starflowtype.EventRunClaimed)
+
+		mark = h.lastEventID(r.ID)
+		l := c.Lease()
+		if _, err := h.a.OnRunStart(h.ctx(), &state.RunStartParams{RunID: r.ID, Lease: l}); err != nil {
+			t.Fatal(err)
+		}
+		ch = rec.last("OnRunStart")
+		checkRun(ch, r.ID)
+		equal(t, "OnRunStart change status", ch.Run.Status, starflowtype.RunRunning)
+		checkEvents(ch, r.ID, mark)
+
+		k := stepKey(c, "fanout.lane_a", "reserve")
+		mark = h.lastEventID(r.ID)
+		h.nodeStart(k, l, 1)
+		ch = rec.last("OnNodeStart")
+		checkRun(ch, r.ID)
+		checkEvents(ch, r.ID, mark)
+		if len(ch.Steps) != 1 || !reflect.DeepEqual(ch.Steps[0], h.step(k)) {
+			t.Errorf("OnNodeStart Change.Steps = %s, want the stored row %s", dump(ch.Steps), dump(h.step(k)))
+		}
+
+		mark = h.lastEventID(r.ID)
+		h.nodeComplete(k, l, `{"id":"r-1"}`, `{"reservation":"r-1"}`)
+		ch = rec.last("OnNodeComplete")
+		checkRun(ch, r.ID)
+		checkEvents(ch, r.ID, mark)
+		wantEventTypes(t, ch.Events, starflowtype.EventNodeComplete)
+		if len(ch.Steps) != 1 || !reflect.DeepEqual(ch.Steps[0], h.step(k)) {
+			t.Errorf("OnNodeComplete Change.Steps = %s, want the stored row %s", dump(ch.Steps), dump(h.step(k)))
+		} else {
+			equal(t, "OnNodeComplete change step status", ch.Steps[0].Status, starflowtype.StepSucceeded)
+		}
+
+		mark = h.lastEventID(r.ID)
+		if _, err := h.a.OnRunComplete(h.ctx(), &state.RunCompleteParams{RunID: r.ID, Lease: l, Output: []byte(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+		ch = rec.last("OnRunComplete")
+		checkRun(ch, r.ID)
+		equal(t, "OnRunComplete change status", ch.Run.Status, starflowtype.RunSucceeded)
+		checkEvents(ch, r.ID, mark)
+
+		rec.mu.Lock()
+		for i, d := range rec.dialect {
+			if d != h.caps.Dialect {
+				t.Errorf("hook %d (%s) got dialect %q, want Capabilities().Dialect %q", i, rec.changes[i].Op, d, h.caps.Dialect)
+			}
+		}
+		rec.mu.Unlock()
+	})
+
+	t.Run("ErrorRollsBack", func(t *testing.T) {
+		t.Parallel()
+		for _, w := range fencedWrites {
+			op, _, _ := strings.Cut(w.name, "/")
+			t.Run(w.name, func(t *testing.T) {
+				t.Parallel()
+				rec := newRecorder(t, false)
+				h := s.stored(t, rec.hook)
+				run, l := h.started(nil, runnerA)
+				h.nodeStart(stepKey(run, "", "s1"), l, 1)
+				before := h.snapshot(run.ID)
+				rec.setFail(op)
+				err := w.call(h, run, l)
+				wantErrIs(t, w.name+" with a failing hook", err, errHook)
+				if errors.Is(err, starflowtype.ErrLeaseLost) {
+					t.Errorf("%s: a hook failure reads as ErrLeaseLost: %v", w.name, err)
+				}
+				sameSnapshot(t, w.name+" with a failing hook", before, h.snapshot(run.ID))
+				rec.setFail("")
+				if err := w.call(h, run, l); err != nil {
+					t.Errorf("%s once the hook passes: %v", w.name, err)
+				}
+			})
+		}
+
+		t.Run("EnqueueRun", func(t *testing.T) {
+			t.Parallel()
+			rec := newRecorder(t, false)
+			h := s.stored(t, rec.hook)
+			rec.setFail("EnqueueRun")
+			_, err := h.a.EnqueueRun(h.ctx(), &state.EnqueueRunParams{ID: "5a1e3c55-0000-4000-8000-000000000001", WorkflowName: "wf"})
+			wantErrIs(t, "EnqueueRun with a failing hook", err, errHook)
+			_, err = h.a.GetRun(h.ctx(), &state.GetRunParams{ID: "5a1e3c55-0000-4000-8000-000000000001"})
+			wantErrIs(t, "GetRun of the refused run", err, starflowtype.ErrNotFound)
+			equal(t, "events of the refused run", len(h.events("5a1e3c55-0000-4000-8000-000000000001")), 0)
+		})
+
+		t.Run("ClaimRun", func(t *testing.T) {
+			t.Parallel()
+			rec := newRecorder(t, false)
+			h := s.stored(t, rec.hook)
+			r := h.enqueue(nil)
+			before := h.snapshot(r.ID)
+			rec.setFail("ClaimRun")
+			c, err := h.a.ClaimRun(h.ctx(), &state.ClaimRunParams{RunnerID: runnerA, LeaseTTL: leaseTTL})
+			wantErrIs(t, "ClaimRun with a failing hook", err, errHook)
+			if c != nil {
+				t.Errorf("ClaimRun with a failing hook returned %+v", c)
+			}
+			sameSnapshot(t, "ClaimRun with a failing hook", before, h.snapshot(r.ID))
+			rec.setFail("")
+			equal(t, "epoch of the next claim", h.claimID(r.ID, runnerB).LeaseEpoch, 1)
+		})
+
+		t.Run("PutDefinition", func(t *testing.T) {
+			t.Parallel()
+			rec := newRecorder(t, false)
+			h := s.stored(t, rec.hook)
+			rec.setFail("PutDefinition")
+			_, err := h.a.PutDefinition(h.ctx(), &state.PutDefinitionParams{Name: "wf", Revision: "r1", Spec: []byte(`{}`)})
+			wantErrIs(t, "PutDefinition with a failing hook", err, errHook)
+			_, err = h.a.GetDefinition(h.ctx(), &state.GetDefinitionParams{Name: "wf"})
+			wantErrIs(t, "GetDefinition of the refused definition", err, starflowtype.ErrNotFound)
+		})
+	})
+
+	t.Run("WritesCommitWithTheWrite", func(t *testing.T) {
+		t.Parallel()
+		rec := newRecorder(t, true)
+		h := s.stored(t, rec.hook)
+		if h.caps.Dialect == "" {
+			t.Skip("statetest: the adapter is not SQL (Capabilities().Dialect is empty), so a hook cannot write rows through its transaction")
+		}
+		r := h.enqueue(nil)
+		if _, err := h.a.PutDefinition(h.ctx(), &state.PutDefinitionParams{Name: "wf", Revision: "r1", Spec: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "rows PutDefinition's hook saw", dump(rec.seenBy("PutDefinition")), dump([]string{"EnqueueRun"}))
+
+		rec.setFail("OnRunStart")
+		c := h.claimID(r.ID, runnerA)
+		_, err := h.a.OnRunStart(h.ctx(), &state.RunStartParams{RunID: r.ID, Lease: c.Lease()})
+		wantErrIs(t, "OnRunStart with a failing hook", err, errHook)
+		rec.setFail("")
+
+		if err := h.a.RecordPhaseIfChanged(h.ctx(), &state.RecordPhaseParams{RunID: r.ID, Lease: c.Lease(), Phase: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		// The rows of committed writes are visible; the refused
+		// OnRunStart's row went with its transaction.
+		equal(t, "rows RecordPhaseIfChanged's hook saw", dump(rec.seenBy("RecordPhaseIfChanged")),
+			dump([]string{"ClaimRun", "EnqueueRun", "PutDefinition"}))
+	})
+}

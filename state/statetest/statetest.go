@@ -1,0 +1,92 @@
+package statetest
+
+import (
+	"testing"
+
+	"github.com/starflow/starflow/state"
+)
+
+// Opener opens a fresh, empty, migrated adapter for one test, with hooks
+// installed as state.TxHooks of its write transactions (hooks may be
+// empty). It registers the adapter's Close with t.Cleanup and fails t (not
+// returns an error) when it cannot open. Each call must return an adapter
+// that shares no rows with any other call's, so that tests can run in
+// parallel: a temporary SQLite file, a PostgreSQL schema, and so on.
+type Opener func(t *testing.T, hooks []state.TxHook) state.Adapter
+
+// Reopener closes a, which an Opener returned, and opens the same storage
+// again with the same hooks, as a restarted process would. It returns the
+// new adapter (migrated, with Close registered with t.Cleanup).
+type Reopener func(t *testing.T, a state.Adapter, hooks []state.TxHook) state.Adapter
+
+// Options are the optional abilities of the adapter under test that
+// Capabilities cannot describe.
+type Options struct {
+	// Reopen, when set, enables the durability case that closes the
+	// adapter and reads everything back from a new one on the same
+	// storage. Only durable adapters need it; without it that case is
+	// skipped.
+	Reopen Reopener
+}
+
+// Run runs the conformance suite against the adapters open returns (one
+// fresh adapter per test). The hook cases need an opener that installs
+// hooks, so Run skips them; use RunOpener to run them too.
+func Run(t *testing.T, open func(t *testing.T) state.Adapter) {
+	t.Helper()
+	RunOpener(t, func(t *testing.T, hooks []state.TxHook) state.Adapter {
+		if len(hooks) > 0 {
+			t.Skip("statetest: the opener given to Run installs no hooks; call RunOpener to run the hook cases")
+		}
+		return open(t)
+	}, Options{})
+}
+
+// RunOpener runs the whole conformance suite against the adapters open
+// returns, one fresh adapter per test, as parallel subtests grouped by
+// topic. Cases that need an ability the adapter lacks are skipped with the
+// reason (see the package documentation).
+func RunOpener(t *testing.T, open Opener, opts Options) {
+	t.Helper()
+	s := &suite{open: open, opts: opts}
+	t.Run("Definitions", s.testDefinitions)
+	t.Run("Enqueue", s.testEnqueue)
+	t.Run("Claim", s.testClaim)
+	t.Run("Fencing", s.testFencing)
+	t.Run("Steps", s.testSteps)
+	t.Run("RunComplete", s.testRunComplete)
+	t.Run("RunError", s.testRunError)
+	t.Run("ClearLease", s.testClearLease)
+	t.Run("Phase", s.testPhase)
+	t.Run("Hooks", s.testHooks)
+	t.Run("Lists", s.testLists)
+	t.Run("Durability", s.testDurability)
+	t.Run("NonDurable", s.testNonDurable)
+}
+
+// suite carries the opener to every case.
+type suite struct {
+	open Opener
+	opts Options
+}
+
+// adapter opens a fresh adapter for t (any adapter, durable or not).
+func (s *suite) adapter(t *testing.T, hooks ...state.TxHook) *harness {
+	t.Helper()
+	a := s.open(t, hooks)
+	if a == nil {
+		t.Fatal("statetest: the opener returned a nil adapter")
+	}
+	return &harness{t: t, a: a, caps: a.Capabilities()}
+}
+
+// stored opens a fresh adapter for a case that reads back what it wrote,
+// and skips t when the adapter stores nothing.
+func (s *suite) stored(t *testing.T, hooks ...state.TxHook) *harness {
+	t.Helper()
+	h := s.adapter(t, hooks...)
+	if !h.caps.Durable {
+		t.Skip("statetest: the adapter is not durable (Capabilities().Durable is false), so it keeps nothing to read back")
+	}
+	return h
+}
