@@ -1,0 +1,121 @@
+package sqlitestore_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/state/sqlitestore"
+	"github.com/starflow/starflow/state/statetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// paths remembers the database file of every store the tests opened, so
+// reopen can open the same file again.
+var paths sync.Map // *sqlitestore.Store → string
+
+// open opens and migrates a store on path with hooks; Close runs at the
+// end of t.
+func open(t *testing.T, path string, hooks []state.TxHook) *sqlitestore.Store {
+	t.Helper()
+	s, err := sqlitestore.Open(sqlitestore.Config{Path: path, Hooks: hooks})
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close(%s): %v", path, err)
+		}
+	})
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate(%s): %v", path, err)
+	}
+	paths.Store(s, path)
+	return s
+}
+
+// openFresh is the statetest.Opener: a new database file per test.
+func openFresh(t *testing.T, hooks []state.TxHook) state.Adapter {
+	return open(t, filepath.Join(t.TempDir(), "starflow.db"), hooks)
+}
+
+// reopen is the statetest.Reopener: close a and open its file again.
+func reopen(t *testing.T, a state.Adapter, hooks []state.TxHook) state.Adapter {
+	t.Helper()
+	path, ok := paths.Load(a)
+	if !ok {
+		t.Fatalf("reopen: %T was not opened by this test file", a)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close before reopening: %v", err)
+	}
+	return open(t, path.(string), hooks)
+}
+
+func TestConformance(t *testing.T) {
+	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen})
+}
+
+// TestReopenKeepsCommittedWrites closes the store mid-run and opens the
+// file again: the run, its lease, its steps, events and checkpoints are
+// all there, and the runner carries on with its lease.
+func TestReopenKeepsCommittedWrites(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "starflow.db")
+	s := open(t, path, nil)
+
+	r, err := s.EnqueueRun(ctx, &state.EnqueueRunParams{WorkflowName: "orders", Input: json.RawMessage(`{"qty":2}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: "runner-a", LeaseTTL: 30e9})
+	if err != nil || c == nil {
+		t.Fatalf("ClaimRun = %v, %v", c, err)
+	}
+	l := c.Lease()
+	if _, err := s.OnRunStart(ctx, &state.RunStartParams{RunID: r.ID, Lease: l}); err != nil {
+		t.Fatal(err)
+	}
+	k := state.StepKey{RunID: r.ID, Attempt: 1, StepID: "reserve"}
+	if err := s.OnNodeStart(ctx, &state.NodeStartParams{StepKey: k, Lease: l, Kind: "service_call", Try: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.OnNodeComplete(ctx, &state.NodeCompleteParams{StepKey: k, Lease: l, Try: 1,
+		Output: json.RawMessage(`{"id":"r-1"}`), Context: json.RawMessage(`{"reservation":"r-1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := open(t, path, nil)
+	got, err := s2.GetRun(ctx, &state.GetRunParams{ID: r.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != starflowtype.RunRunning || got.Lease() != l {
+		t.Errorf("after reopening: status %s, lease %+v; want running, %+v", got.Status, got.Lease(), l)
+	}
+	cps, err := s2.ListCheckpoints(ctx, &state.ListCheckpointsParams{RunID: r.ID})
+	if err != nil || len(cps) != 1 || string(cps[0].Output) != `{"id":"r-1"}` || string(cps[0].Context) != `{"reservation":"r-1"}` {
+		t.Errorf("checkpoints after reopening = %+v, %v", cps, err)
+	}
+	steps, err := s2.ListSteps(ctx, &state.ListStepsParams{RunID: r.ID})
+	if err != nil || len(steps) != 1 || steps[0].Status != starflowtype.StepSucceeded {
+		t.Errorf("steps after reopening = %+v, %v", steps, err)
+	}
+	evs, err := s2.ListEvents(ctx, &state.ListEventsParams{RunID: r.ID})
+	if err != nil || len(evs) != 5 {
+		t.Errorf("events after reopening = %d, %v; want 5", len(evs), err)
+	}
+	if _, err := s2.OnRunComplete(ctx, &state.RunCompleteParams{RunID: r.ID, Lease: l, Output: json.RawMessage(`"ok"`)}); err != nil {
+		t.Errorf("OnRunComplete with the lease from before the reopen: %v", err)
+	}
+}
