@@ -30,11 +30,13 @@ type runMeta struct {
 }
 
 // inTx runs fn in one BEGIN IMMEDIATE transaction on the writer
-// connection, then the hooks, then commits. Any error rolls back.
+// connection, then the hooks, then commits. Any error rolls back. Errors
+// are returned unprefixed: every caller wraps them with its own
+// "sqlitestore: <operation>:" prefix.
 func (s *Store) inTx(ctx context.Context, op, runID string, fn func(t *txn) error) error {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: %s: begin: %w", op, translate(err))
+		return fmt.Errorf("begin: %w", translate(err))
 	}
 	t := &txn{tx: tx, ch: &state.Change{Op: op, RunID: runID}}
 	if err := fn(t); err != nil {
@@ -45,19 +47,19 @@ func (s *Store) inTx(ctx context.Context, op, runID string, fn func(t *txn) erro
 		if runID != "" {
 			if t.ch.Run, err = getRun(ctx, tx, "", runID); err != nil {
 				_ = tx.Rollback()
-				return fmt.Errorf("sqlitestore: %s: read back run: %w", op, err)
+				return fmt.Errorf("read back run: %w", err)
 			}
 		}
 		for _, h := range s.cfg.Hooks {
 			if err := h(ctx, tx, "sqlite", t.ch); err != nil {
 				_ = tx.Rollback()
-				return fmt.Errorf("sqlitestore: %s: hook: %w", op, err)
+				return fmt.Errorf("hook: %w", err)
 			}
 		}
 	}
 	faultpoint.Hit("sqlite." + op + ".before_commit")
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlitestore: %s: commit: %w", op, translate(err))
+		return fmt.Errorf("commit: %w", translate(err))
 	}
 	return nil
 }
