@@ -76,13 +76,18 @@ UPDATE workflow_runs
 RETURNING lease_until;
 
 -- name: step_start
+-- Opens a step row, or re-opens it for the next try or for a run continued
+-- in the same attempt. A succeeded row is final within its attempt (it has
+-- a checkpoint): the upsert then changes nothing and the caller reports
+-- ErrConflict.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
                             kind, status, tries, started_at, seq)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, strftime('%Y-%m-%dT%H:%M:%fZ','now'),
         (SELECT coalesce(max(seq), 0) + 1 FROM workflow_steps WHERE run_id = ?1))
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'running', tries = excluded.tries, error = NULL,
-       finished_at = NULL, duration_ms = NULL;
+       finished_at = NULL, duration_ms = NULL
+ WHERE workflow_steps.status <> 'succeeded';
 
 -- name: step_retry
 UPDATE workflow_steps SET tries = ?, error = ?
@@ -96,16 +101,35 @@ UPDATE workflow_steps
        finished_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
        duration_ms = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
                                   - julianday(started_at)) * 86400000) AS INTEGER)
- WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ? AND status = 'running';
+ WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ?
+   AND status IN ('running', 'waiting');
+
+-- name: step_failed_unstarted
+-- A step that failed with no open row: it failed before it started (e.g.
+-- its `when` did not evaluate), possibly again in a run continued in the
+-- same attempt. A succeeded row is final and is left alone: the caller
+-- reports ErrConflict.
+INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
+                            kind, status, tries, started_at, finished_at, duration_ms, error, seq)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'failed', ?8,
+        strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, ?9,
+        (SELECT coalesce(max(seq), 0) + 1 FROM workflow_steps WHERE run_id = ?1))
+ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
+   SET status = 'failed', kind = excluded.kind, tries = excluded.tries, error = excluded.error,
+       finished_at = excluded.finished_at, duration_ms = 0
+ WHERE workflow_steps.status <> 'succeeded';
 
 -- name: step_skipped
+-- A succeeded row is final within its attempt (it has a checkpoint): the
+-- upsert then changes nothing and the caller reports ErrConflict.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
                             kind, status, tries, started_at, finished_at, duration_ms, error, seq)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'skipped', 0,
         strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, NULL,
         (SELECT coalesce(max(seq), 0) + 1 FROM workflow_steps WHERE run_id = ?1))
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
-   SET status = 'skipped', finished_at = excluded.finished_at;
+   SET status = 'skipped', finished_at = excluded.finished_at
+ WHERE workflow_steps.status <> 'succeeded';
 
 -- name: insert_event
 INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id,

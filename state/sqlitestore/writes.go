@@ -235,9 +235,9 @@ func (s *Store) OnNodeStart(ctx context.Context, p *state.NodeStartParams) error
 		if err != nil {
 			return err
 		}
-		if _, err := t.tx.ExecContext(ctx, q("step_start"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
-			m.workspace, m.env, p.Kind, p.Try); err != nil {
-			return translate(err)
+		if err := mustAffect(t.tx.ExecContext(ctx, q("step_start"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
+			m.workspace, m.env, p.Kind, p.Try)); err != nil {
+			return fmt.Errorf("step %q already succeeded: %w", p.StepID, err)
 		}
 		payload := tryPayload(p.Try, p.Payload)
 		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeStart, p.StepID, p.ScopePath, payload); err != nil {
@@ -283,7 +283,7 @@ func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams)
 		}
 		if err := mustAffect(t.tx.ExecContext(ctx, q("step_finish"), string(starflowtype.StepSucceeded), p.Try, nil,
 			p.RunID, p.Attempt, p.ScopePath, p.StepID)); err != nil {
-			return fmt.Errorf("step %q is not running: %w", p.StepID, err)
+			return fmt.Errorf("step %q is not open: %w", p.StepID, err)
 		}
 		faultpoint.Hit("sqlite.OnNodeComplete.after_step")
 		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeComplete, p.StepID, p.ScopePath, tryPayload(p.Try, nil)); err != nil {
@@ -316,15 +316,12 @@ func (s *Store) OnNodeError(ctx context.Context, p *state.NodeErrorParams) error
 			return translate(err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			// The step failed before it started (e.g. its input did not
-			// evaluate): record it as a failed row of its own.
-			if _, err := t.tx.ExecContext(ctx, q("step_start"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
-				m.workspace, m.env, p.Kind, p.Try); err != nil {
-				return translate(err)
-			}
-			if err := mustAffect(t.tx.ExecContext(ctx, q("step_finish"), string(starflowtype.StepFailed), p.Try, p.Error,
-				p.RunID, p.Attempt, p.ScopePath, p.StepID)); err != nil {
-				return err
+			// No open row: the step failed before it started (e.g. its
+			// `when` did not evaluate) and gets a failed row of its own,
+			// unless it succeeded, which is final within the attempt.
+			if err := mustAffect(t.tx.ExecContext(ctx, q("step_failed_unstarted"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
+				m.workspace, m.env, p.Kind, p.Try, p.Error)); err != nil {
+				return fmt.Errorf("step %q already succeeded: %w", p.StepID, err)
 			}
 		}
 		payload := p.Payload
@@ -349,9 +346,9 @@ func (s *Store) OnNodeSkipped(ctx context.Context, p *state.NodeSkippedParams) e
 		if err != nil {
 			return err
 		}
-		if _, err := t.tx.ExecContext(ctx, q("step_skipped"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
-			m.workspace, m.env, p.Kind); err != nil {
-			return translate(err)
+		if err := mustAffect(t.tx.ExecContext(ctx, q("step_skipped"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
+			m.workspace, m.env, p.Kind)); err != nil {
+			return fmt.Errorf("step %q already succeeded: %w", p.StepID, err)
 		}
 		var payload json.RawMessage
 		if p.Reason != "" {

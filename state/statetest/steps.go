@@ -211,6 +211,85 @@ func (s *suite) testSteps(t *testing.T) {
 		equal(t, "error", st.Error, "input did not evaluate")
 	})
 
+	t.Run("SucceededStepIsFinal", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		run, l := h.started(nil, runnerA)
+		done := stepKey(run, "fanout.lane_a", "done")
+		h.runStep(done, l, `1`, `{"a":1}`)
+
+		// Within one attempt a succeeded step has its checkpoint, so it
+		// stays succeeded: any further write about it is refused with
+		// ErrConflict and writes nothing, and the ledger never contradicts
+		// the checkpoints.
+		for _, w := range []struct {
+			name string
+			call func() error
+		}{
+			{"OnNodeStart", func() error {
+				return h.a.OnNodeStart(h.ctx(), &state.NodeStartParams{StepKey: done, Lease: l, Kind: "context_set", Try: 2})
+			}},
+			{"OnNodeRetry", func() error {
+				return h.a.OnNodeRetry(h.ctx(), &state.NodeRetryParams{StepKey: done, Lease: l, Try: 1, Error: "again"})
+			}},
+			{"OnNodeComplete", func() error {
+				return h.a.OnNodeComplete(h.ctx(), &state.NodeCompleteParams{StepKey: done, Lease: l, Try: 1, Output: json.RawMessage(`2`)})
+			}},
+			{"OnNodeError", func() error {
+				return h.a.OnNodeError(h.ctx(), &state.NodeErrorParams{StepKey: done, Lease: l, Kind: "context_set", Try: 1, Error: "late"})
+			}},
+			{"OnNodeSkipped", func() error {
+				return h.a.OnNodeSkipped(h.ctx(), &state.NodeSkippedParams{StepKey: done, Lease: l, Kind: "context_set"})
+			}},
+		} {
+			before := h.snapshot(run.ID)
+			err := w.call()
+			wantErrIs(t, w.name+" on a succeeded step", err, starflowtype.ErrConflict)
+			sameSnapshot(t, w.name+" on a succeeded step", before, h.snapshot(run.ID))
+		}
+	})
+
+	t.Run("ContinuedAttemptRecordsAgain", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		run, l := h.started(nil, runnerA)
+		skipped := stepKey(run, "", "skipped")
+		failed := stepKey(run, "", "failed")
+		broken := stepKey(run, "", "broken")
+		if err := h.a.OnNodeSkipped(h.ctx(), &state.NodeSkippedParams{StepKey: skipped, Lease: l, Kind: "context_set", Reason: "when was false"}); err != nil {
+			t.Fatal(err)
+		}
+		h.nodeStart(failed, l, 1)
+		if err := h.a.OnNodeError(h.ctx(), &state.NodeErrorParams{StepKey: failed, Lease: l, Kind: "context_set", Try: 1, Error: "caught by try"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.a.OnNodeError(h.ctx(), &state.NodeErrorParams{StepKey: broken, Lease: l, Kind: "context_set", Error: "when did not evaluate"}); err != nil {
+			t.Fatal(err)
+		}
+
+		// A graceful release: another runner continues the same attempt
+		// and meets the same steps again. Only succeeded steps are restored
+		// from checkpoints; these are recorded again.
+		if err := h.a.ClearLease(h.ctx(), &state.ClearLeaseParams{RunID: run.ID, Lease: l}); err != nil {
+			t.Fatal(err)
+		}
+		run2, l2 := h.claimAndStart(run.ID, runnerB)
+		equal(t, "attempt", run2.Attempt, run.Attempt)
+		if err := h.a.OnNodeSkipped(h.ctx(), &state.NodeSkippedParams{StepKey: skipped, Lease: l2, Kind: "context_set", Reason: "when was false"}); err != nil {
+			t.Errorf("OnNodeSkipped of a skipped step in a continued attempt: %v", err)
+		}
+		if err := h.a.OnNodeError(h.ctx(), &state.NodeErrorParams{StepKey: broken, Lease: l2, Kind: "context_set", Error: "when did not evaluate"}); err != nil {
+			t.Errorf("OnNodeError of a failed step in a continued attempt: %v", err)
+		}
+		h.nodeStart(failed, l2, 1)
+		equal(t, "re-opened step status", h.step(failed).Status, starflowtype.StepRunning)
+		h.nodeComplete(failed, l2, `"ok"`, `{}`)
+		equal(t, "re-run step status", h.step(failed).Status, starflowtype.StepSucceeded)
+		equal(t, "skipped step status", h.step(skipped).Status, starflowtype.StepSkipped)
+		equal(t, "broken step status", h.step(broken).Status, starflowtype.StepFailed)
+		equal(t, "checkpoints", len(h.checkpoints(run.ID, 0)), 1)
+	})
+
 	t.Run("EventsInOrder", func(t *testing.T) {
 		t.Parallel()
 		h := s.stored(t)
