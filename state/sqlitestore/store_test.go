@@ -2,9 +2,11 @@ package sqlitestore_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -75,7 +77,7 @@ func TestReopenKeepsCommittedWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: "runner-a", LeaseTTL: 30e9})
+	c, err := s.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: "runner-a", LeaseTTL: 30 * time.Second})
 	if err != nil || c == nil {
 		t.Fatalf("ClaimRun = %v, %v", c, err)
 	}
@@ -117,5 +119,54 @@ func TestReopenKeepsCommittedWrites(t *testing.T) {
 	}
 	if _, err := s2.OnRunComplete(ctx, &state.RunCompleteParams{RunID: r.ID, Lease: l, Output: json.RawMessage(`"ok"`)}); err != nil {
 		t.Errorf("OnRunComplete with the lease from before the reopen: %v", err)
+	}
+}
+
+// TestTwoStoresClaimExclusively opens the same file twice, as two
+// processes would, and claims from both at once: the BEGIN IMMEDIATE write
+// lock (with busy_timeout) lets each run be claimed exactly once.
+func TestTwoStoresClaimExclusively(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "starflow.db")
+	stores := []*sqlitestore.Store{open(t, path, nil), open(t, path, nil)}
+	const runs = 30
+	for range runs {
+		if _, err := stores[0].EnqueueRun(ctx, &state.EnqueueRunParams{WorkflowName: "wf"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu      sync.Mutex
+		claimed = map[string]int{}
+		wg      sync.WaitGroup
+	)
+	for i := range 6 {
+		s := stores[i%2]
+		runner := fmt.Sprintf("runner-%d", i)
+		wg.Go(func() {
+			for {
+				r, err := s.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: runner, LeaseTTL: 30 * time.Second})
+				if err != nil {
+					t.Errorf("ClaimRun(%s): %v", runner, err)
+					return
+				}
+				if r == nil {
+					return
+				}
+				mu.Lock()
+				claimed[r.ID]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(claimed) != runs {
+		t.Errorf("%d runs claimed, want %d", len(claimed), runs)
+	}
+	for id, n := range claimed {
+		if n != 1 {
+			t.Errorf("run %s claimed %d times", id, n)
+		}
 	}
 }

@@ -55,6 +55,26 @@ func (s *suite) testClaim(t *testing.T) {
 		wantEventTypes(t, h.eventsAfter(r.ID, evs[len(evs)-1].ID), starflowtype.EventRunStarted)
 	})
 
+	t.Run("RefreshLease", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		run, l := h.started(nil, runnerA)
+		mark := h.lastEventID(run.ID)
+		until, err := h.a.RefreshLease(h.ctx(), &state.RefreshLeaseParams{RunID: run.ID, Lease: l, LeaseTTL: time.Hour})
+		if err != nil {
+			t.Fatalf("RefreshLease: %v", err)
+		}
+		got := h.getRun(run.ID)
+		near(t, "returned lease_until", until, got.LeaseUntil, 0)
+		near(t, "lease_until", got.LeaseUntil, got.LastHeartbeat.Add(time.Hour), clockSlack)
+		if got.LastHeartbeat.Before(run.LastHeartbeat) {
+			t.Errorf("last_heartbeat went back from %v to %v", run.LastHeartbeat, got.LastHeartbeat)
+		}
+		equal(t, "lease", got.Lease(), l)
+		equal(t, "status", got.Status, starflowtype.RunRunning)
+		equal(t, "events appended by a heartbeat", len(h.eventsAfter(run.ID, mark)), 0)
+	})
+
 	t.Run("NothingClaimable", func(t *testing.T) {
 		t.Parallel()
 		h := s.adapter(t)
