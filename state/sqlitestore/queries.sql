@@ -143,8 +143,10 @@ INSERT INTO workflow_run_checkpoints (run_id, scope_path, step_id, attempt, work
 VALUES (?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: set_phase
+-- NULL and '' both mean "no phase" (GetRun reads NULL as ''), so setting ''
+-- on a run without a phase is no change.
 UPDATE workflow_runs SET phase = ?1
- WHERE id = ?2 AND (phase IS NULL OR phase <> ?1);
+ WHERE id = ?2 AND coalesce(phase, '') <> ?1;
 
 -- name: run_succeeded
 UPDATE workflow_runs
@@ -160,6 +162,9 @@ UPDATE workflow_runs
                                       - julianday(started_at)) * 86400000) AS INTEGER),
        updated_at      = strftime('%Y-%m-%dT%H:%M:%fZ','now')
  WHERE id = ?;
+
+-- name: run_meta
+SELECT workspace_id, env, attempt FROM workflow_runs WHERE id = ?;
 
 -- name: run_attempts
 SELECT attempt, max_attempts, recovery_mode FROM workflow_runs WHERE id = ?;

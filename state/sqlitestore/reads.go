@@ -51,10 +51,6 @@ func (s *Store) GetRun(ctx context.Context, p *state.GetRunParams) (*starflowtyp
 	return getRun(ctx, s.read, p.WorkspaceID, p.ID)
 }
 
-func (s *Store) getRunWriter(ctx context.Context, id string) (*starflowtype.Run, error) {
-	return getRun(ctx, s.read, "", id)
-}
-
 func getRun(ctx context.Context, db querier, workspace, id string) (*starflowtype.Run, error) {
 	r, err := scanRun(db.QueryRowContext(ctx, q("get_run"), id, workspace, workspace))
 	if errors.Is(err, sql.ErrNoRows) {

@@ -21,6 +21,9 @@ import (
 type txn struct {
 	tx *sql.Tx
 	ch *state.Change
+	// idle: the transaction wrote nothing (a claim that found no run), so
+	// no hook runs for it.
+	idle bool
 }
 
 // runMeta is what the fence returns about the fenced run.
@@ -30,38 +33,50 @@ type runMeta struct {
 }
 
 // inTx runs fn in one BEGIN IMMEDIATE transaction on the writer
-// connection, then the hooks, then commits. Any error rolls back. Errors
-// are returned unprefixed: every caller wraps them with its own
+// connection, then the hooks, then commits. Any error rolls back.
+//
+// When readRun is set or hooks need it, inTx reads the run the Change
+// names (t.ch.RunID, which fn may set) inside the transaction, after fn's
+// writes, and returns it: a method that returns the run it wrote reports
+// exactly what it committed, and cannot fail after its commit.
+//
+// Errors are returned unprefixed: every caller wraps them with its own
 // "sqlitestore: <operation>:" prefix.
-func (s *Store) inTx(ctx context.Context, op, runID string, fn func(t *txn) error) error {
+func (s *Store) inTx(ctx context.Context, op, runID string, readRun bool, fn func(t *txn) error) (*starflowtype.Run, error) {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("begin: %w", translate(err))
+		return nil, fmt.Errorf("begin: %w", translate(err))
 	}
 	t := &txn{tx: tx, ch: &state.Change{Op: op, RunID: runID}}
 	if err := fn(t); err != nil {
 		_ = tx.Rollback()
-		return err
+		return nil, err
 	}
-	if len(s.cfg.Hooks) > 0 {
-		if runID != "" {
-			if t.ch.Run, err = getRun(ctx, tx, "", runID); err != nil {
-				_ = tx.Rollback()
-				return fmt.Errorf("read back run: %w", err)
-			}
+	hooks := s.cfg.Hooks
+	if t.idle {
+		hooks = nil
+	}
+	if t.ch.RunID != "" && (readRun || len(hooks) > 0) {
+		if t.ch.Run, err = getRun(ctx, tx, "", t.ch.RunID); err != nil {
+			_ = tx.Rollback()
+			return nil, fmt.Errorf("read back run: %w", err)
 		}
-		for _, h := range s.cfg.Hooks {
-			if err := h(ctx, tx, "sqlite", t.ch); err != nil {
-				_ = tx.Rollback()
-				return fmt.Errorf("hook: %w", err)
-			}
+	}
+	for _, h := range hooks {
+		if err := h(ctx, tx, "sqlite", t.ch); err != nil {
+			_ = tx.Rollback()
+			return nil, fmt.Errorf("hook: %w", err)
 		}
 	}
 	faultpoint.Hit("sqlite." + op + ".before_commit")
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", translate(err))
+		return nil, fmt.Errorf("commit: %w", translate(err))
 	}
-	return nil
+	if t.ch.Run == nil {
+		return nil, nil
+	}
+	run := *t.ch.Run // the caller's copy: hooks keep theirs
+	return &run, nil
 }
 
 // fence is the conditional write of SPEC §4. It matches exactly one row or
@@ -111,7 +126,7 @@ func (s *Store) stepChanged(ctx context.Context, t *txn, k state.StepKey) error 
 // PutDefinition implements state.Adapter.
 func (s *Store) PutDefinition(ctx context.Context, p *state.PutDefinitionParams) (*starflowtype.Definition, error) {
 	ws := orDefault(p.WorkspaceID, state.DefaultWorkspace)
-	err := s.inTx(ctx, "PutDefinition", "", func(t *txn) error {
+	_, err := s.inTx(ctx, "PutDefinition", "", false, func(t *txn) error {
 		_, err := t.tx.ExecContext(ctx, q("insert_definition"), uuid.NewString(), ws, p.Name, p.Revision, string(p.Spec), p.Source)
 		return translate(err)
 	})
@@ -140,7 +155,7 @@ func (s *Store) EnqueueRun(ctx context.Context, p *state.EnqueueRunParams) (*sta
 		trigger = starflowtype.TriggerAPI
 	}
 	m := runMeta{workspace: orDefault(p.WorkspaceID, state.DefaultWorkspace), env: orDefault(p.Env, state.DefaultEnv), attempt: 1}
-	err := s.inTx(ctx, "EnqueueRun", id, func(t *txn) error {
+	run, err := s.inTx(ctx, "EnqueueRun", id, true, func(t *txn) error {
 		_, err := t.tx.ExecContext(ctx, q("insert_run"), id, m.workspace, m.env, nullString(p.DefinitionID),
 			p.WorkflowName, p.WorkflowRevision, p.WorkflowName, nullString(p.RunnerPool), p.Priority,
 			maxAttempts, sqliteOffset(p.Delay), string(mode), string(trigger), nullString(p.ParentRunID),
@@ -153,16 +168,17 @@ func (s *Store) EnqueueRun(ctx context.Context, p *state.EnqueueRunParams) (*sta
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: enqueue %s: %w", p.WorkflowName, err)
 	}
-	return s.GetRun(ctx, &state.GetRunParams{ID: id})
+	return run, nil
 }
 
 // ClaimRun implements state.Adapter.
 func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflowtype.Run, error) {
 	pools, _ := json.Marshal(orEmpty(p.Pools))
-	var id string
-	err := s.inTx(ctx, "ClaimRun", "", func(t *txn) error {
+	run, err := s.inTx(ctx, "ClaimRun", "", true, func(t *txn) error {
+		var id string
 		err := t.tx.QueryRowContext(ctx, q("claim_run"), p.RunnerID, sqliteOffset(p.LeaseTTL), string(pools), p.WorkspaceID).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
+			t.idle = true
 			return nil
 		}
 		if err != nil {
@@ -170,32 +186,21 @@ func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflo
 		}
 		t.ch.RunID = id
 		var m runMeta
-		if err := t.tx.QueryRowContext(ctx, `SELECT workspace_id, env, attempt FROM workflow_runs WHERE id = ?`, id).Scan(&m.workspace, &m.env, &m.attempt); err != nil {
+		if err := t.tx.QueryRowContext(ctx, q("run_meta"), id).Scan(&m.workspace, &m.env, &m.attempt); err != nil {
 			return translate(err)
 		}
 		payload, _ := json.Marshal(map[string]any{"runner_id": p.RunnerID})
-		if err := t.event(ctx, m, id, 0, starflowtype.EventRunClaimed, "", "", payload); err != nil {
-			return err
-		}
-		if len(s.cfg.Hooks) > 0 {
-			var err error
-			t.ch.Run, err = getRun(ctx, t.tx, "", id)
-			return err
-		}
-		return nil
+		return t.event(ctx, m, id, 0, starflowtype.EventRunClaimed, "", "", payload)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: claim: %w", err)
 	}
-	if id == "" {
-		return nil, nil
-	}
-	return s.getRunWriter(ctx, id)
+	return run, nil
 }
 
 // OnRunStart implements state.Adapter.
 func (s *Store) OnRunStart(ctx context.Context, p *state.RunStartParams) (*starflowtype.Run, error) {
-	err := s.inTx(ctx, "OnRunStart", p.RunID, func(t *txn) error {
+	run, err := s.inTx(ctx, "OnRunStart", p.RunID, true, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -209,13 +214,13 @@ func (s *Store) OnRunStart(ctx context.Context, p *state.RunStartParams) (*starf
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: run start: %w", err)
 	}
-	return s.getRunWriter(ctx, p.RunID)
+	return run, nil
 }
 
 // RefreshLease implements state.Adapter.
 func (s *Store) RefreshLease(ctx context.Context, p *state.RefreshLeaseParams) (time.Time, error) {
 	var until string
-	err := s.inTx(ctx, "RefreshLease", p.RunID, func(t *txn) error {
+	_, err := s.inTx(ctx, "RefreshLease", p.RunID, false, func(t *txn) error {
 		err := t.tx.QueryRowContext(ctx, q("refresh_lease"), sqliteOffset(p.LeaseTTL), p.RunID, p.Lease.RunnerID, p.Lease.Epoch).Scan(&until)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("run %s, runner %s, epoch %d: %w", p.RunID, p.Lease.RunnerID, p.Lease.Epoch, starflowtype.ErrLeaseLost)
@@ -230,7 +235,7 @@ func (s *Store) RefreshLease(ctx context.Context, p *state.RefreshLeaseParams) (
 
 // OnNodeStart implements state.Adapter.
 func (s *Store) OnNodeStart(ctx context.Context, p *state.NodeStartParams) error {
-	err := s.inTx(ctx, "OnNodeStart", p.RunID, func(t *txn) error {
+	_, err := s.inTx(ctx, "OnNodeStart", p.RunID, false, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -253,7 +258,7 @@ func (s *Store) OnNodeStart(ctx context.Context, p *state.NodeStartParams) error
 
 // OnNodeRetry implements state.Adapter.
 func (s *Store) OnNodeRetry(ctx context.Context, p *state.NodeRetryParams) error {
-	err := s.inTx(ctx, "OnNodeRetry", p.RunID, func(t *txn) error {
+	_, err := s.inTx(ctx, "OnNodeRetry", p.RunID, false, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -276,7 +281,7 @@ func (s *Store) OnNodeRetry(ctx context.Context, p *state.NodeRetryParams) error
 // OnNodeComplete implements state.Adapter: ledger row, node_complete event
 // and checkpoint in one transaction.
 func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams) error {
-	err := s.inTx(ctx, "OnNodeComplete", p.RunID, func(t *txn) error {
+	_, err := s.inTx(ctx, "OnNodeComplete", p.RunID, false, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -305,7 +310,7 @@ func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams)
 
 // OnNodeError implements state.Adapter.
 func (s *Store) OnNodeError(ctx context.Context, p *state.NodeErrorParams) error {
-	err := s.inTx(ctx, "OnNodeError", p.RunID, func(t *txn) error {
+	_, err := s.inTx(ctx, "OnNodeError", p.RunID, false, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -341,7 +346,7 @@ func (s *Store) OnNodeError(ctx context.Context, p *state.NodeErrorParams) error
 
 // OnNodeSkipped implements state.Adapter.
 func (s *Store) OnNodeSkipped(ctx context.Context, p *state.NodeSkippedParams) error {
-	err := s.inTx(ctx, "OnNodeSkipped", p.RunID, func(t *txn) error {
+	_, err := s.inTx(ctx, "OnNodeSkipped", p.RunID, false, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -367,7 +372,7 @@ func (s *Store) OnNodeSkipped(ctx context.Context, p *state.NodeSkippedParams) e
 
 // RecordPhaseIfChanged implements state.Adapter.
 func (s *Store) RecordPhaseIfChanged(ctx context.Context, p *state.RecordPhaseParams) error {
-	err := s.inTx(ctx, "RecordPhaseIfChanged", p.RunID, func(t *txn) error {
+	_, err := s.inTx(ctx, "RecordPhaseIfChanged", p.RunID, false, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -390,7 +395,7 @@ func (s *Store) RecordPhaseIfChanged(ctx context.Context, p *state.RecordPhasePa
 
 // OnRunComplete implements state.Adapter.
 func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (*starflowtype.Run, error) {
-	err := s.inTx(ctx, "OnRunComplete", p.RunID, func(t *txn) error {
+	run, err := s.inTx(ctx, "OnRunComplete", p.RunID, true, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -403,12 +408,12 @@ func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: run complete: %w", err)
 	}
-	return s.getRunWriter(ctx, p.RunID)
+	return run, nil
 }
 
 // OnRunError implements state.Adapter.
 func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starflowtype.Run, error) {
-	err := s.inTx(ctx, "OnRunError", p.RunID, func(t *txn) error {
+	run, err := s.inTx(ctx, "OnRunError", p.RunID, true, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -449,12 +454,12 @@ func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starf
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: run error: %w", err)
 	}
-	return s.getRunWriter(ctx, p.RunID)
+	return run, nil
 }
 
 // ClearLease implements state.Adapter.
 func (s *Store) ClearLease(ctx context.Context, p *state.ClearLeaseParams) error {
-	err := s.inTx(ctx, "ClearLease", p.RunID, func(t *txn) error {
+	_, err := s.inTx(ctx, "ClearLease", p.RunID, false, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err

@@ -170,6 +170,13 @@ func (s *suite) testHooks(t *testing.T) {
 			t.Errorf("PutDefinition change names run %q (%v), want none", ch.RunID, ch.Run)
 		}
 
+		// A claim that finds nothing writes nothing, so no hook runs (a
+		// mirror would otherwise add an outbox row per idle poll).
+		if c := h.claim(runnerA); c != nil {
+			t.Fatalf("claimed %+v from a store with no runs", c)
+		}
+		rec.last("PutDefinition")
+
 		r := h.enqueue(nil)
 		ch := rec.last("EnqueueRun")
 		checkRun(ch, r.ID)

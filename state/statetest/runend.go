@@ -268,6 +268,10 @@ func (s *suite) testPhase(t *testing.T) {
 	h := s.stored(t)
 	run, l := h.started(nil, runnerA)
 	mark := h.lastEventID(run.ID)
+	// A run starts with no phase; recording "no phase" changes nothing.
+	if err := h.a.RecordPhaseIfChanged(h.ctx(), &state.RecordPhaseParams{RunID: run.ID, Lease: l, Phase: ""}); err != nil {
+		t.Fatalf("RecordPhaseIfChanged(\"\"): %v", err)
+	}
 	for _, p := range []string{"reserving", "reserving", "charging", "charging", "charging", "reserving"} {
 		if err := h.a.RecordPhaseIfChanged(h.ctx(), &state.RecordPhaseParams{RunID: run.ID, Lease: l, Phase: p}); err != nil {
 			t.Fatalf("RecordPhaseIfChanged(%s): %v", p, err)
