@@ -30,10 +30,21 @@
 // Options.Reopen is set.
 //
 // Contract details the suite pins down beyond the method comments of
-// state.Adapter: the payload of node_start, node_retry, node_complete and
-// node_error events is a JSON object with a "try" number; the payload of a
-// phase event has a "phase" string; ListRuns breaks ties in created_at by
-// insertion order (newest first).
+// state.Adapter:
+//   - the payload of node_start, node_retry and node_complete events, and of
+//     node_error when the caller gives none, is a JSON object with a "try"
+//     number; the payload of a phase event has a "phase" string;
+//   - ListRuns breaks ties in created_at by insertion order (newest first);
+//   - a succeeded step is final within its attempt: any further step write
+//     about it returns ErrConflict and writes nothing (its checkpoint
+//     stands), while skipped and failed steps may be recorded again, as a
+//     run continued in the same attempt after a graceful release does;
+//   - OnNodeError of a step that never started records a failed row;
+//   - OnRunError with Retry in recovery mode manual leaves the run
+//     interrupted, unleased and not claimable;
+//   - EnqueueRun with an existing id returns ErrConflict;
+//   - a ClaimRun that finds no run runs no hook; RecordPhaseIfChanged("")
+//     on a run without a phase appends no event.
 //
 // Import rule: statetest imports the standard library, starflowtype and
 // state; never an adapter (adapters import statetest from their tests) and
