@@ -1,0 +1,663 @@
+package workflow
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/starflow/starflow/internal/expr"
+)
+
+// Field names, in the order the schema and messages list them.
+var (
+	definitionFields  = []string{"name", "recovery_mode", "runner_pool", "max_attempts", "input_schema", "secrets", "defaults", "steps", "output"}
+	defaultsFields    = []string{"timeout", "retry_policy"}
+	retryPolicyFields = []string{"max_attempts", "initial_interval", "backoff", "max_interval"}
+	stepFields        = []string{"id", "when", "run_after", "retry_policy", "timeout", "output"}
+	stepKinds         = []string{"service_call", "context_set", "fail"}
+	serviceCallFields = []string{"method", "url", "headers", "query", "body", "expect_status"}
+	failFields        = []string{"message"}
+
+	// unimplementedKinds are the kinds of SPEC §2 this version does not
+	// parse yet; the names are reserved (no custom type may take them).
+	unimplementedKinds = []string{"session_read", "session_write", "wait", "workflow_call", "if", "try", "repeat_until", "for_each", "parallel"}
+
+	recoveryModes = []string{"replay", "resume", "manual"}
+	httpMethods   = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+)
+
+// ReservedPrefix starts the context keys the engine keeps for itself
+// (__celestialWait, __celestialCheckout, …); definitions may not write them.
+const ReservedPrefix = "__celestial"
+
+// IsStepField reports whether name is a per-step field (id, when,
+// run_after, retry_policy, timeout, output) rather than a step kind.
+func IsStepField(name string) bool { return slices.Contains(stepFields, name) }
+
+// reservedStepKey reports whether name cannot be a custom step type: a
+// step field or a built-in kind, implemented or not.
+func reservedStepKey(name string) bool {
+	return IsStepField(name) || slices.Contains(stepKinds, name) || slices.Contains(unimplementedKinds, name)
+}
+
+// ValidID reports whether s matches [a-z0-9][a-z0-9_-]* (workflow names,
+// step ids, lane names and custom step type names).
+func ValidID(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validSecretName reports whether s matches [A-Za-z_][A-Za-z0-9_]*.
+func validSecretName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// decoder turns a value tree into a Definition, reporting every problem.
+type decoder struct {
+	errs  *errorList
+	src   *source
+	opts  ParseOptions
+	steps []*stepSrc
+}
+
+// stepSrc keeps the positions validation needs after decoding.
+type stepSrc struct {
+	step     *Step
+	idPos    Pos
+	after    []Pos // of each RunAfter entry
+	hasAfter bool
+}
+
+func (d *decoder) errorf(p Pos, format string, args ...any) {
+	d.errs.add(p, nil, format, args...)
+}
+
+// typeError reports that n is not what field must be; nothing when n
+// could not be decoded (that is reported already).
+func (d *decoder) typeError(n *vnode, field, want string) {
+	if n.kind != vInvalid {
+		d.errorf(n.pos, "%s must be %s, not %s", field, want, n.describe())
+	}
+}
+
+// fields calls f for each key of the mapping n that is in allowed and
+// reports the others. what names n in messages.
+func (d *decoder) fields(n *vnode, what string, allowed []string, f func(p vpair)) bool {
+	if n.kind != vMap {
+		d.typeError(n, what, "a mapping")
+		return false
+	}
+	for _, p := range n.pairs {
+		if !slices.Contains(allowed, p.key) {
+			d.errorf(p.keyPos, "unknown field %q in %s%s; allowed: %s", p.key, what, suggest(p.key, allowed), strings.Join(allowed, ", "))
+			continue
+		}
+		f(p)
+	}
+	return true
+}
+
+func (d *decoder) str(n *vnode, field string) (string, bool) {
+	if n.kind != vString {
+		d.typeError(n, field, "a string")
+		return "", false
+	}
+	return n.s, true
+}
+
+func (d *decoder) integer(n *vnode, field string, min int64) (int, bool) {
+	if n.kind != vInt {
+		d.typeError(n, field, "an integer")
+		return 0, false
+	}
+	if n.i < min {
+		d.errorf(n.pos, "%s must be at least %d", field, min)
+		return 0, false
+	}
+	if int64(int(n.i)) != n.i {
+		d.errorf(n.pos, "%s is out of range", field)
+		return 0, false
+	}
+	return int(n.i), true
+}
+
+func (d *decoder) duration(n *vnode, field string) (Duration, bool) {
+	if n.kind != vString {
+		d.typeError(n, field, `a duration string like "30s"`)
+		return 0, false
+	}
+	v, err := time.ParseDuration(n.s)
+	if err != nil {
+		d.errorf(n.pos, "%s: invalid duration %q (write it like 500ms, 30s, 5m or 72h)", field, n.s)
+		return 0, false
+	}
+	if v <= 0 {
+		d.errorf(n.pos, "%s must be positive", field)
+		return 0, false
+	}
+	return Duration(v), true
+}
+
+func (d *decoder) definition(root *vnode) *Definition {
+	def := &Definition{}
+	seen := map[string]bool{}
+	if !d.fields(root, "the definition", definitionFields, func(p vpair) {
+		seen[p.key] = true
+		n := p.val
+		switch p.key {
+		case "name":
+			if s, ok := d.str(n, "name"); ok {
+				if !ValidID(s) {
+					d.errorf(n.pos, "name %q must match [a-z0-9][a-z0-9_-]*", s)
+				}
+				def.Name = s
+			}
+		case "recovery_mode":
+			if s, ok := d.str(n, "recovery_mode"); ok {
+				if !slices.Contains(recoveryModes, s) {
+					d.errorf(n.pos, "recovery_mode must be one of %s, not %q", strings.Join(recoveryModes, ", "), s)
+				}
+				def.RecoveryMode = s
+			}
+		case "runner_pool":
+			if s, ok := d.str(n, "runner_pool"); ok {
+				if s == "" {
+					d.errorf(n.pos, "runner_pool must not be empty (leave it out for any pool)")
+				}
+				def.RunnerPool = s
+			}
+		case "max_attempts":
+			def.MaxAttempts, _ = d.integer(n, "max_attempts", 1)
+		case "input_schema":
+			d.inputSchema(def, n)
+		case "secrets":
+			def.Secrets = d.secrets(n)
+		case "defaults":
+			def.Defaults = d.defaults(n)
+		case "steps":
+			def.Steps = d.stepList(n)
+		case "output":
+			def.Output = d.template(n, "output")
+		}
+	}) {
+		return def
+	}
+	if !seen["name"] {
+		d.errorf(root.pos, `missing required field "name"`)
+	}
+	if !seen["steps"] {
+		d.errorf(root.pos, `missing required field "steps"`)
+	}
+	d.checkGraph()
+	return def
+}
+
+func (d *decoder) secrets(n *vnode) []string {
+	if n.kind != vList {
+		d.typeError(n, "secrets", "a list of names")
+		return nil
+	}
+	var out []string
+	first := map[string]Pos{}
+	for _, it := range n.items {
+		s, ok := d.str(it, "a secret name")
+		if !ok {
+			continue
+		}
+		if !validSecretName(s) {
+			d.errorf(it.pos, "secret name %q must match [A-Za-z_][A-Za-z0-9_]*", s)
+		}
+		if p, dup := first[s]; dup {
+			d.errorf(it.pos, "secret %q is listed twice (first at line %d)", s, p.Line)
+			continue
+		}
+		first[s] = it.pos
+		out = append(out, s)
+	}
+	return out
+}
+
+func (d *decoder) defaults(n *vnode) *Defaults {
+	out := &Defaults{}
+	d.fields(n, "defaults", defaultsFields, func(p vpair) {
+		switch p.key {
+		case "timeout":
+			out.Timeout, _ = d.duration(p.val, "defaults.timeout")
+		case "retry_policy":
+			out.RetryPolicy = d.retryPolicy(p.val, "defaults.retry_policy")
+		}
+	})
+	return out
+}
+
+func (d *decoder) retryPolicy(n *vnode, what string) *RetryPolicy {
+	rp := &RetryPolicy{}
+	var maxPos Pos
+	d.fields(n, what, retryPolicyFields, func(p vpair) {
+		field := what + "." + p.key
+		switch p.key {
+		case "max_attempts":
+			rp.MaxAttempts, _ = d.integer(p.val, field, 1)
+		case "initial_interval":
+			rp.InitialInterval, _ = d.duration(p.val, field)
+		case "max_interval":
+			rp.MaxInterval, _ = d.duration(p.val, field)
+			maxPos = p.val.pos
+		case "backoff":
+			switch p.val.kind {
+			case vInt:
+				rp.Backoff = float64(p.val.i)
+			case vFloat:
+				rp.Backoff = p.val.f
+			default:
+				d.typeError(p.val, field, "a number")
+				return
+			}
+			if rp.Backoff < 1 {
+				d.errorf(p.val.pos, "%s must be at least 1", field)
+				rp.Backoff = 0
+			}
+		}
+	})
+	if rp.InitialInterval > 0 && rp.MaxInterval > 0 && rp.MaxInterval < rp.InitialInterval {
+		d.errorf(maxPos, "%s.max_interval (%s) is less than initial_interval (%s)", what, time.Duration(rp.MaxInterval), time.Duration(rp.InitialInterval))
+	}
+	return rp
+}
+
+func (d *decoder) stepList(n *vnode) []*Step {
+	if n.kind != vList {
+		d.typeError(n, "steps", "a list")
+		return nil
+	}
+	if len(n.items) == 0 {
+		d.errorf(n.pos, "steps must not be empty")
+		return nil
+	}
+	out := make([]*Step, 0, len(n.items))
+	for _, it := range n.items {
+		if s := d.step(it); s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+type kindKey struct {
+	name string
+	pos  Pos
+	val  *vnode
+}
+
+func (d *decoder) step(n *vnode) *Step {
+	if n.kind != vMap {
+		d.typeError(n, "a step", "a mapping")
+		return nil
+	}
+	s := &Step{Pos: d.src.orig(n.pos)}
+	src := &stepSrc{step: s}
+	var kinds []kindKey
+	hasID, kindReported := false, false
+	for _, p := range n.pairs {
+		v := p.val
+		switch p.key {
+		case "id":
+			hasID = true
+			if id, ok := d.str(v, "id"); ok {
+				if !ValidID(id) {
+					d.errorf(v.pos, "step id %q must match [a-z0-9][a-z0-9_-]*", id)
+				}
+				s.ID, src.idPos = id, v.pos
+			}
+		case "when":
+			s.When = d.when(v)
+		case "run_after":
+			src.hasAfter = true
+			s.RunAfter, src.after = d.runAfter(v)
+		case "retry_policy":
+			s.RetryPolicy = d.retryPolicy(v, "retry_policy")
+		case "timeout":
+			s.Timeout, _ = d.duration(v, "timeout")
+		case "output":
+			s.Output = d.template(v, "output")
+		case "service_call", "context_set", "fail":
+			kinds = append(kinds, kindKey{p.key, p.keyPos, v})
+		default:
+			switch {
+			case slices.Contains(unimplementedKinds, p.key):
+				d.errorf(p.keyPos, "step kind %q is not supported by this version of starflow", p.key)
+				kindReported = true
+			case d.opts.IsStepType != nil && ValidID(p.key) && !reservedStepKey(p.key) && d.opts.IsStepType(p.key):
+				kinds = append(kinds, kindKey{p.key, p.keyPos, v})
+			default:
+				d.errorf(p.keyPos, "unknown field %q: not a step field or a registered step type%s", p.key, suggest(p.key, append(stepFields[:len(stepFields):len(stepFields)], stepKinds...)))
+			}
+		}
+	}
+	if !hasID {
+		d.errorf(n.pos, `step is missing its "id"`)
+	}
+	switch len(kinds) {
+	case 0:
+		if kindReported {
+			break
+		}
+		d.errorf(n.pos, "step %q has no kind: give it one of %s, or a registered step type", s.ID, strings.Join(stepKinds, ", "))
+	case 1:
+	default:
+		d.errorf(kinds[1].pos, "step %q has more than one kind: %s (line %d) and %s", s.ID, kinds[0].name, kinds[0].pos.Line, kinds[1].name)
+	}
+	for _, k := range kinds {
+		switch k.name {
+		case "service_call":
+			s.ServiceCall = d.serviceCall(k.val, k.pos)
+		case "context_set":
+			s.ContextSet = d.contextSet(k.val)
+		case "fail":
+			s.Fail = d.fail(k.val, k.pos)
+		default:
+			s.Custom = &Custom{Type: k.name, Input: d.templateOrNull(k.val, k.name)}
+		}
+	}
+	d.steps = append(d.steps, src)
+	return s
+}
+
+func (d *decoder) when(n *vnode) any {
+	switch n.kind {
+	case vBool:
+		return n.b
+	case vString:
+		tpl, err := d.opts.Expr.ParseExpr(n.s)
+		if err != nil {
+			d.exprError(n, "when", err)
+			return nil
+		}
+		if expr.HasExpr(n.s) && !singleExpr(n.s, tpl) {
+			d.errorf(n.pos, "when must be one expression: bare CEL, or exactly one ${{ }} with nothing around it")
+			return nil
+		}
+		return n.s
+	}
+	d.typeError(n, "when", "a boolean or an expression")
+	return nil
+}
+
+// singleExpr reports whether the template s is exactly one `${{ }}`.
+func singleExpr(s string, tpl *expr.Template) bool {
+	ex := tpl.Exprs()
+	return len(ex) == 1 && strings.HasPrefix(s, "${{") && strings.HasSuffix(s, "}}") &&
+		strings.TrimSpace(s[3:len(s)-2]) == ex[0]
+}
+
+func (d *decoder) runAfter(n *vnode) ([]string, []Pos) {
+	if n.kind != vList {
+		d.typeError(n, "run_after", "a list of step ids")
+		return nil, nil
+	}
+	if len(n.items) == 0 {
+		d.errorf(n.pos, "run_after must name at least one step (leave it out to run after the step before)")
+		return nil, nil
+	}
+	var ids []string
+	var pos []Pos
+	for _, it := range n.items {
+		id, ok := d.str(it, "a run_after entry")
+		if !ok {
+			continue
+		}
+		if i := slices.Index(ids, id); i >= 0 {
+			d.errorf(it.pos, "run_after lists %q twice", id)
+			continue
+		}
+		ids, pos = append(ids, id), append(pos, it.pos)
+	}
+	return ids, pos
+}
+
+func (d *decoder) serviceCall(n *vnode, at Pos) *ServiceCall {
+	sc := &ServiceCall{}
+	hasURL := false
+	if !d.fields(n, "service_call", serviceCallFields, func(p vpair) {
+		v := p.val
+		switch p.key {
+		case "method":
+			if s, ok := d.str(v, "service_call.method"); ok {
+				if !slices.Contains(httpMethods, s) {
+					d.errorf(v.pos, "service_call.method %q is not an HTTP method (one of %s)", s, strings.Join(httpMethods, ", "))
+				}
+				sc.Method = s
+			}
+		case "url":
+			hasURL = true
+			s, ok := d.str(v, "service_call.url")
+			if !ok {
+				return
+			}
+			sc.URL, _ = d.template(v, "service_call.url").(string)
+			if s == "" {
+				d.errorf(v.pos, "service_call.url must not be empty")
+			} else if !expr.HasExpr(s) {
+				if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					d.errorf(v.pos, "service_call.url %q is not an absolute http or https URL", s)
+				}
+			}
+		case "headers":
+			sc.Headers = d.scalarMap(v, "service_call.headers", true)
+		case "query":
+			sc.Query = d.scalarMap(v, "service_call.query", false)
+		case "body":
+			sc.Body = d.template(v, "service_call.body")
+		case "expect_status":
+			sc.ExpectStatus = d.statuses(v)
+		}
+	}) {
+		return sc
+	}
+	if !hasURL {
+		d.errorf(at, `service_call is missing "url"`)
+	}
+	return sc
+}
+
+// scalarMap decodes headers or query parameters: name → scalar template.
+func (d *decoder) scalarMap(n *vnode, what string, headers bool) map[string]any {
+	if n.kind != vMap {
+		d.typeError(n, what, "a mapping")
+		return nil
+	}
+	if len(n.pairs) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(n.pairs))
+	for _, p := range n.pairs {
+		if headers && !validHeaderName(p.key) {
+			d.errorf(p.keyPos, "%q is not a valid HTTP header name", p.key)
+		}
+		switch p.val.kind {
+		case vString, vInt, vFloat, vBool:
+			out[p.key] = d.template(p.val, what+"."+p.key)
+		default:
+			d.typeError(p.val, what+"."+p.key, "a string, number or boolean")
+		}
+	}
+	return out
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *decoder) statuses(n *vnode) []int {
+	if n.kind != vList {
+		d.typeError(n, "service_call.expect_status", "a list of status codes")
+		return nil
+	}
+	if len(n.items) == 0 {
+		d.errorf(n.pos, "service_call.expect_status must list at least one status (leave it out to accept any 2xx)")
+		return nil
+	}
+	var out []int
+	for _, it := range n.items {
+		if it.kind != vInt {
+			d.typeError(it, "an expect_status entry", "an integer")
+			continue
+		}
+		if it.i < 100 || it.i > 599 {
+			d.errorf(it.pos, "expect_status %d is not an HTTP status (100–599)", it.i)
+			continue
+		}
+		out = append(out, int(it.i))
+	}
+	return out
+}
+
+func (d *decoder) contextSet(n *vnode) map[string]any {
+	if n.kind != vMap {
+		d.typeError(n, "context_set", "a mapping of variable names to values")
+		return nil
+	}
+	if len(n.pairs) == 0 {
+		d.errorf(n.pos, "context_set must set at least one variable")
+		return nil
+	}
+	out := make(map[string]any, len(n.pairs))
+	for _, p := range n.pairs {
+		switch {
+		case p.key == "":
+			d.errorf(p.keyPos, "context_set: a variable name must not be empty")
+		case strings.HasPrefix(p.key, ReservedPrefix):
+			d.errorf(p.keyPos, "context_set may not write %q: the prefix %s is reserved for the engine", p.key, ReservedPrefix)
+		}
+		out[p.key] = d.templateOrNull(p.val, "context_set."+p.key)
+	}
+	return out
+}
+
+func (d *decoder) fail(n *vnode, at Pos) *Fail {
+	f := &Fail{}
+	has := false
+	if !d.fields(n, "fail", failFields, func(p vpair) {
+		has = true
+		s, ok := d.str(p.val, "fail.message")
+		if !ok {
+			return
+		}
+		if s == "" {
+			d.errorf(p.val.pos, "fail.message must not be empty")
+		}
+		d.template(p.val, "fail.message")
+		f.Message = s
+	}) {
+		return f
+	}
+	if !has {
+		d.errorf(at, `fail is missing "message"`)
+	}
+	return f
+}
+
+// template checks every expression in n and returns n's value. null is
+// refused (write "${{ null }}" for a null value): it would mean the same
+// as leaving the field out.
+func (d *decoder) template(n *vnode, field string) any {
+	if n.kind == vNull {
+		d.errorf(n.pos, "%s must not be null (leave it out, or write \"${{ null }}\")", field)
+		return nil
+	}
+	return d.templateOrNull(n, field)
+}
+
+func (d *decoder) templateOrNull(n *vnode, field string) any {
+	d.checkExprs(n, field)
+	return n.value()
+}
+
+// checkExprs compiles every expression in the strings of n.
+func (d *decoder) checkExprs(n *vnode, field string) {
+	switch n.kind {
+	case vString:
+		if !expr.HasExpr(n.s) {
+			return
+		}
+		if _, err := d.opts.Expr.ParseTemplate(n.s); err != nil {
+			d.exprError(n, field, err)
+		}
+	case vList:
+		for i, it := range n.items {
+			d.checkExprs(it, fmt.Sprintf("%s[%d]", field, i))
+		}
+	case vMap:
+		for _, p := range n.pairs {
+			d.checkExprs(p.val, field+"."+p.key)
+		}
+	}
+}
+
+// exprError reports an expression that does not compile, pointing into
+// the string where the expression starts when the string is written on one
+// line and the text before the expression has no escapes; at the string
+// otherwise.
+func (d *decoder) exprError(n *vnode, field string, err error) {
+	p := n.pos
+	var se *expr.SyntaxError
+	off := 0
+	if errors.As(err, &se) {
+		off = se.Offset
+	}
+	if off >= 0 && off <= len(n.s) {
+		q := -1
+		switch n.style {
+		case 0:
+			q = 0
+		case yaml.SingleQuotedStyle, yaml.DoubleQuotedStyle:
+			q = 1
+		}
+		if q >= 0 {
+			want := n.s[:min(len(n.s), off+3)]
+			line := []rune(d.src.line(n.pos.Line))
+			start := n.pos.Column - 1 + q
+			if start >= 0 && start <= len(line) && strings.HasPrefix(string(line[start:]), want) {
+				p.Column = n.pos.Column + q + len([]rune(n.s[:off]))
+			}
+		}
+	}
+	d.errs.add(p, err, "%s: %v", field, err)
+}
