@@ -197,6 +197,31 @@ func TestDataPipeline(t *testing.T) {
 		}
 	})
 
+	t.Run("more 503s than tries: a second attempt", func(t *testing.T) {
+		// Six tries per attempt, seven 503s: attempt 1 fails, attempt 2
+		// sends the same Idempotency-Key, gets the seventh 503 and then the
+		// records.
+		run := h.run(t, "data-pipeline.yaml", map[string]any{"base_url": h.url, "failures": 7})
+		h.wantStatus(t, run, starflowtype.RunSucceeded)
+		if run.Attempt != 2 {
+			t.Errorf("attempt = %d, want 2", run.Attempt)
+		}
+		steps, err := h.store.ListSteps(context.Background(), &state.ListStepsParams{RunID: run.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tries := map[int]int{}
+		for _, s := range steps {
+			if s.StepID == "extract" {
+				tries[s.Attempt] = s.Tries
+			}
+		}
+		if tries[1] != 6 || tries[2] != 2 {
+			t.Errorf("extract tries by attempt = %v, want 6 in attempt 1 and 2 in attempt 2", tries)
+		}
+		wantEq(t, "feed_failures_survived", outputOf(t, run)["feed_failures_survived"], 7.0)
+	})
+
 	t.Run("empty feed", func(t *testing.T) {
 		run := h.run(t, "data-pipeline.yaml", map[string]any{"base_url": h.url, "records": 0, "failures": 0})
 		h.wantStatus(t, run, starflowtype.RunSucceeded)
@@ -294,8 +319,9 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	eng, err := starflow.New(starflow.Config{
-		Store:  store,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Store:       store,
+		RunRetryMin: 50 * time.Millisecond, // the next attempt after a failed one starts soon
+		Logger:      slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Secrets: func(_ context.Context, name string) (string, error) {
 			return paymentToken, nil
 		},
