@@ -429,15 +429,17 @@ func (d *decoder) runAfter(n *vnode) ([]string, []Pos) {
 	}
 	var ids []string
 	var pos []Pos
+	seen := map[string]bool{}
 	for _, it := range n.items {
 		id, ok := d.str(it, "a run_after entry")
 		if !ok {
 			continue
 		}
-		if i := slices.Index(ids, id); i >= 0 {
+		if seen[id] {
 			d.errorf(it.pos, "run_after lists %q twice", id)
 			continue
 		}
+		seen[id] = true
 		ids, pos = append(ids, id), append(pos, it.pos)
 	}
 	return ids, pos
@@ -651,10 +653,10 @@ func (d *decoder) exprError(n *vnode, field string, err error) {
 			q = 1
 		}
 		if q >= 0 {
-			want := n.s[:min(len(n.s), off+3)]
-			line := []rune(d.src.line(n.pos.Line))
+			want := []rune(n.s[:min(len(n.s), off+3)])
+			line := d.src.line(n.pos.Line)
 			start := n.pos.Column - 1 + q
-			if start >= 0 && start <= len(line) && strings.HasPrefix(string(line[start:]), want) {
+			if start >= 0 && start+len(want) <= len(line) && slices.Equal(line[start:start+len(want)], want) {
 				p.Column = n.pos.Column + q + len([]rune(n.s[:off]))
 			}
 		}

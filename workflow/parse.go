@@ -75,7 +75,8 @@ func ParseFile(path string, opts ParseOptions) (*Definition, error) {
 type source struct {
 	text   []byte
 	shifts []shift
-	lines  []string // split on demand
+	lines  []string       // split on demand
+	runes  map[int][]rune // lines decoded on demand, by number
 }
 
 // shift records that on line, from column col of the rewritten text on,
@@ -97,15 +98,22 @@ func (s *source) orig(p Pos) Pos {
 	return p
 }
 
-// line returns line n (1-based) of the rewritten text.
-func (s *source) line(n int) string {
+// line returns line n (1-based) of the rewritten text, as characters
+// (columns count characters).
+func (s *source) line(n int) []rune {
+	if r, ok := s.runes[n]; ok {
+		return r
+	}
 	if s.lines == nil {
 		s.lines = strings.Split(string(s.text), "\n")
+		s.runes = map[int][]rune{}
 	}
-	if n < 1 || n > len(s.lines) {
-		return ""
+	var r []rune
+	if n >= 1 && n <= len(s.lines) {
+		r = []rune(strings.TrimSuffix(s.lines[n-1], "\r"))
 	}
-	return strings.TrimSuffix(s.lines[n-1], "\r")
+	s.runes[n] = r
+	return r
 }
 
 // jsonCompat rewrites, in an input that looks like JSON (its first
@@ -390,7 +398,7 @@ func (r *reader) value(n *yaml.Node) *vnode {
 	pos := Pos{Line: n.Line, Column: n.Column}
 	if r.nodes > MaxNodes {
 		r.tooBig = true
-		r.errs.add(pos, nil, "the definition expands to more than %d values (through YAML aliases?)", MaxNodes)
+		r.errs.add(pos, nil, "the definition has more than %d values (counting those YAML aliases repeat)", MaxNodes)
 		return invalid
 	}
 	if n.Anchor != "" {

@@ -158,6 +158,9 @@ func (d *decoder) reportCycle(comp []int, edges [][]edge) {
 		names = append(names, d.steps[h.e.to].step.ID)
 		implicit = implicit || !h.e.explicit
 	}
+	if len(names) > 12 {
+		names = append(append(names[:10:10], fmt.Sprintf("… %d more …", len(names)-11)), names[len(names)-1])
+	}
 	note := ""
 	if implicit {
 		note = " (a step without run_after runs after the step before it)"
@@ -170,8 +173,11 @@ func (d *decoder) reportCycle(comp []int, edges [][]edge) {
 }
 
 // suggest returns ` (did you mean "x"?)` for the candidate closest to
-// word, when one is close enough.
+// word, when one is close enough (and there are not too many to compare).
 func suggest(word string, candidates []string) string {
+	if len(candidates) > 200 {
+		return ""
+	}
 	best, bestD := "", 3
 	for _, c := range candidates {
 		if d := editDistance(word, c); d < bestD && d < len(c) {
