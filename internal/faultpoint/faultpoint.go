@@ -1,11 +1,12 @@
 // Package faultpoint provides named pause points for crash tests.
 //
 // A crash test starts a real starflow process with STARFLOW_FAULTPOINT set
-// to a point name. When the process reaches that point it prints
-// "faultpoint NAME reached" on stderr and blocks forever, so the test can
-// SIGKILL it exactly there — between two writes of one transaction, say —
-// where a random kill almost never lands. With the variable unset Hit costs
-// one string comparison.
+// to a point name, optionally followed by "#N" to pause at the N-th time
+// the point is reached (default the first). When the process gets there it
+// prints "faultpoint NAME reached" on stderr and blocks forever, so the test
+// can SIGKILL it exactly there — between two writes of one transaction, say
+// — where a random kill almost never lands. With the variable unset, Hit
+// costs one string comparison.
 //
 // Import rule: standard library only.
 package faultpoint
@@ -13,16 +14,38 @@ package faultpoint
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
 )
 
 // EnvVar names the environment variable read once at start-up.
 const EnvVar = "STARFLOW_FAULTPOINT"
 
-var armed = os.Getenv(EnvVar)
+var (
+	armed, nth = parse(os.Getenv(EnvVar))
+	hits       atomic.Int64
+)
 
-// Hit pauses the process forever when name is the armed point.
+func parse(v string) (string, int64) {
+	name, count, ok := strings.Cut(v, "#")
+	if !ok {
+		return name, 1
+	}
+	n, err := strconv.ParseInt(count, 10, 64)
+	if err != nil || n < 1 {
+		n = 1
+	}
+	return name, n
+}
+
+// Hit pauses the process forever when name is the armed point and this is
+// the armed hit.
 func Hit(name string) {
 	if armed == "" || armed != name {
+		return
+	}
+	if hits.Add(1) != nth {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "faultpoint %s reached\n", name)

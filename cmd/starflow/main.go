@@ -1,0 +1,50 @@
+// Command starflow is the Starflow CLI: run workflows on the embedded
+// SQLite store, validate definitions, inspect runs, and run workers.
+// It parses flags and calls library code; see package starflow.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() (code int) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(os.Stderr, "starflow: internal error: %v (please report it)\n", p)
+			code = 70
+		}
+	}()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd := newRootCmd()
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.msg != "" {
+				fmt.Fprintln(os.Stderr, "starflow: "+ee.msg)
+			}
+			return ee.code
+		}
+		fmt.Fprintln(os.Stderr, "starflow: "+oneLine(err.Error()))
+		return 1
+	}
+	return 0
+}
+
+// exitError carries an exit code (and an optional message already shaped
+// for the user).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }

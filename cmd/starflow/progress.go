@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+)
+
+// progress shows a run's steps as they happen, by tailing the run's events
+// in the store (the same rows any other process would read). On a terminal
+// it keeps a progress bar under the step lines; otherwise it prints plain
+// lines only.
+type progress struct {
+	w      io.Writer
+	store  state.Adapter
+	runID  string
+	total  int
+	tty    bool
+	bar    *progressbar.ProgressBar
+	lastID int64
+	start  time.Time
+}
+
+func newProgress(w *os.File, store state.Adapter, runID string, total int) *progress {
+	p := &progress{w: w, store: store, runID: runID, total: total, start: time.Now(),
+		tty: term.IsTerminal(int(w.Fd())) && os.Getenv("TERM") != "dumb"}
+	if p.tty {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetWidth(24),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionSpinnerType(14),
+			progressbar.OptionSetDescription("starting"),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return p
+}
+
+func (p *progress) header(name, revision string) {
+	fmt.Fprintf(p.w, "run of %s (revision %s)\n", name, revision[:12])
+}
+
+// follow polls the run's events until ctx is done, then drains what is left.
+func (p *progress) follow(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		p.poll(context.WithoutCancel(ctx))
+		select {
+		case <-ctx.Done():
+			p.poll(context.WithoutCancel(ctx))
+			return
+		case <-t.C:
+			if p.bar != nil {
+				_ = p.bar.RenderBlank()
+			}
+		}
+	}
+}
+
+func (p *progress) poll(ctx context.Context) {
+	evs, err := p.store.ListEvents(ctx, &state.ListEventsParams{RunID: p.runID, AfterID: p.lastID})
+	if err != nil {
+		return
+	}
+	for _, ev := range evs {
+		p.lastID = ev.ID
+		p.show(ctx, ev)
+	}
+}
+
+func (p *progress) show(ctx context.Context, ev *starflowtype.Event) {
+	switch ev.Type {
+	case starflowtype.EventNodeStart:
+		if p.bar != nil {
+			p.bar.Describe("running " + ev.NodeID)
+		}
+	case starflowtype.EventNodeRetry:
+		var pl struct {
+			Try       int    `json:"try"`
+			Error     string `json:"error"`
+			BackoffMS int64  `json:"backoff_ms"`
+		}
+		_ = json.Unmarshal(ev.Payload, &pl)
+		p.line(fmt.Sprintf("  ↻ %-20s try %d failed, retrying in %s: %s", name(ev), pl.Try,
+			(time.Duration(pl.BackoffMS) * time.Millisecond).Round(time.Millisecond), oneLine(pl.Error)))
+	case starflowtype.EventNodeComplete, starflowtype.EventNodeError, starflowtype.EventNodeSkipped:
+		st := p.step(ctx, ev)
+		mark := map[starflowtype.EventType]string{
+			starflowtype.EventNodeComplete: "✓", starflowtype.EventNodeError: "✗", starflowtype.EventNodeSkipped: "–",
+		}[ev.Type]
+		text := fmt.Sprintf("  %s %-20s %-9s", mark, name(ev), statusOf(ev.Type))
+		if st != nil {
+			text += fmt.Sprintf(" %7s", (time.Duration(st.DurationMS) * time.Millisecond).String())
+			if st.Tries > 1 {
+				text += fmt.Sprintf("  (%d tries)", st.Tries)
+			}
+			if st.Error != "" {
+				text += "  " + oneLine(st.Error)
+			}
+		}
+		p.line(text)
+		if p.bar != nil && ev.ScopePath == "" {
+			_ = p.bar.Add(1)
+		}
+	case starflowtype.EventRunInterrupted:
+		var pl struct {
+			Error       string `json:"error"`
+			NextAttempt int    `json:"next_attempt"`
+			BackoffMS   int64  `json:"backoff_ms"`
+		}
+		_ = json.Unmarshal(ev.Payload, &pl)
+		if pl.NextAttempt > 0 {
+			p.line(fmt.Sprintf("  attempt %d failed; attempt %d starts in %s", pl.NextAttempt-1, pl.NextAttempt,
+				(time.Duration(pl.BackoffMS) * time.Millisecond).Round(time.Millisecond)))
+		}
+	}
+}
+
+func (p *progress) step(ctx context.Context, ev *starflowtype.Event) *starflowtype.Step {
+	steps, err := p.store.ListSteps(ctx, &state.ListStepsParams{RunID: p.runID, Attempt: ev.Attempt})
+	if err != nil {
+		return nil
+	}
+	for _, s := range steps {
+		if s.StepID == ev.NodeID && s.ScopePath == ev.ScopePath {
+			return s
+		}
+	}
+	return nil
+}
+
+func (p *progress) line(s string) {
+	if p.bar != nil {
+		_ = p.bar.Clear()
+	}
+	fmt.Fprintln(p.w, s)
+}
+
+// finish prints the outcome; run is nil when waiting was interrupted.
+func (p *progress) finish(run *starflowtype.Run) {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+		_ = p.bar.Clear()
+	}
+	if run == nil {
+		return
+	}
+	dur := time.Duration(run.DurationMS) * time.Millisecond
+	fmt.Fprintf(p.w, "run %s %s in %s\n", run.ID, run.Status, dur)
+	if run.Status == starflowtype.RunSucceeded && len(run.Output) > 0 && string(run.Output) != "null" {
+		fmt.Fprintf(p.w, "output: %s\n", run.Output)
+	}
+}
+
+func name(ev *starflowtype.Event) string {
+	if ev.ScopePath == "" {
+		return ev.NodeID
+	}
+	return ev.ScopePath + "/" + ev.NodeID
+}
+
+func statusOf(t starflowtype.EventType) string {
+	switch t {
+	case starflowtype.EventNodeComplete:
+		return "succeeded"
+	case starflowtype.EventNodeError:
+		return "failed"
+	default:
+		return "skipped"
+	}
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/state/sqlitestore"
+)
+
+// Environment variables (SPEC Appendix A).
+const (
+	envStore = "STARFLOW_STORE"
+	envDB    = "STARFLOW_DB"
+)
+
+// defaultDB is the SQLite file used when neither --store nor --db is given.
+const defaultDB = "./starflow.db"
+
+type globalFlags struct {
+	store   string
+	db      string
+	verbose bool
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:           "starflow",
+		Short:         "Starflow: durable workflows that survive crashes",
+		Long:          "Starflow runs declarative workflows (YAML/JSON graphs of steps) durably:\nevery step commits a checkpoint to the store, so a run survives the crash of the process executing it.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.store, "store", "", "store URL: sqlite://PATH (env "+envStore+")")
+	root.PersistentFlags().StringVar(&g.db, "db", "", "SQLite database file, shorthand for --store sqlite://PATH (env "+envDB+", default "+defaultDB+")")
+	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log engine activity to stderr")
+	root.AddCommand(
+		newRunCmd(g), newValidateCmd(), newSchemaCmd(), newRunsCmd(g), newApplyCmd(g),
+		newMigrateCmd(g), newWorkerCmd(g),
+	)
+	return root
+}
+
+// storeURL resolves --store / --db / env vars to a store URL.
+func (g *globalFlags) storeURL() string {
+	switch {
+	case g.store != "":
+		return g.store
+	case g.db != "":
+		return "sqlite://" + g.db
+	case os.Getenv(envStore) != "":
+		return os.Getenv(envStore)
+	case os.Getenv(envDB) != "":
+		return "sqlite://" + os.Getenv(envDB)
+	}
+	return "sqlite://" + defaultDB
+}
+
+// openStore opens and migrates the store named by the flags.
+func (g *globalFlags) openStore(ctx context.Context) (state.Adapter, error) {
+	url := g.storeURL()
+	path, ok := strings.CutPrefix(url, "sqlite://")
+	if !ok {
+		if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+			return nil, fmt.Errorf("store %q: PostgreSQL is not supported by this build yet; use sqlite://PATH or --db PATH", redactURL(url))
+		}
+		return nil, fmt.Errorf("store %q: unknown scheme; use sqlite://PATH or --db PATH", redactURL(url))
+	}
+	if path == "" {
+		return nil, fmt.Errorf("store %q: missing the database file path", url)
+	}
+	s, err := sqlitestore.Open(sqlitestore.Config{Path: path})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("database %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// logger returns the CLI's logger: warnings only unless --verbose.
+func (g *globalFlags) logger(w io.Writer) *slog.Logger {
+	level := slog.LevelWarn
+	if g.verbose {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func redactURL(u string) string {
+	if i := strings.Index(u, "@"); i >= 0 {
+		if j := strings.Index(u, "://"); j >= 0 && j < i {
+			return u[:j+3] + "***" + u[i:]
+		}
+	}
+	return u
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

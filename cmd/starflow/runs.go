@@ -1,0 +1,250 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+)
+
+func newRunsCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "Inspect runs: list, show, ledger, events",
+	}
+	var asJSON bool
+	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+
+	var status []string
+	var workflowName string
+	var limit int
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List runs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			store, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			var sts []starflowtype.RunStatus
+			for _, s := range status {
+				sts = append(sts, starflowtype.RunStatus(s))
+			}
+			runs, err := store.ListRuns(ctx, &state.ListRunsParams{WorkflowName: workflowName, Status: sts, Limit: limit})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(orEmptySlice(runs))
+			}
+			tw := newTable(os.Stdout, "ID", "WORKFLOW", "STATUS", "ATTEMPT", "CREATED", "DURATION", "ERROR")
+			for _, r := range runs {
+				tw.row(r.ID, r.WorkflowName, string(r.Status), fmt.Sprint(r.Attempt), fmtTime(r.CreatedAt), fmtMS(r.DurationMS), short(r.Error, 60))
+			}
+			return tw.flush()
+		},
+	}
+	list.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses (repeatable)")
+	list.Flags().StringVar(&workflowName, "workflow", "", "only runs of this workflow")
+	list.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
+
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one run",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			store, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			r, err := getRun(cmd, store, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(r)
+			}
+			tw := newTable(os.Stdout)
+			rows := [][2]string{
+				{"id", r.ID}, {"workflow", r.WorkflowName}, {"revision", r.WorkflowRevision},
+				{"status", string(r.Status)}, {"claim_state", string(r.ClaimState)},
+				{"attempt", fmt.Sprintf("%d of %d", r.Attempt, r.MaxAttempts)}, {"recovery_mode", string(r.RecoveryMode)},
+				{"trigger", string(r.TriggerType)}, {"runner_pool", r.RunnerPool}, {"leased_by", r.LeasedBy},
+				{"lease_epoch", fmt.Sprint(r.LeaseEpoch)}, {"lease_until", fmtTime(r.LeaseUntil)},
+				{"created_at", fmtTime(r.CreatedAt)}, {"started_at", fmtTime(r.StartedAt)},
+				{"completed_at", fmtTime(r.CompletedAt)}, {"duration", fmtMS(r.DurationMS)},
+				{"phase", r.Phase}, {"dead_lettered", fmt.Sprint(r.DeadLettered)},
+				{"input", string(r.Input)}, {"output", string(r.Output)}, {"error", r.Error},
+			}
+			for _, kv := range rows {
+				if kv[1] != "" {
+					tw.row(kv[0]+":", kv[1])
+				}
+			}
+			return tw.flush()
+		},
+	}
+
+	var attempt int
+	ledger := &cobra.Command{
+		Use:   "ledger ID",
+		Short: "Show a run's step ledger (workflow_steps) and checkpoint count",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			store, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			r, err := getRun(cmd, store, args[0])
+			if err != nil {
+				return err
+			}
+			steps, err := store.ListSteps(ctx, &state.ListStepsParams{RunID: r.ID, Attempt: attempt})
+			if err != nil {
+				return err
+			}
+			cps, err := store.ListCheckpoints(ctx, &state.ListCheckpointsParams{RunID: r.ID, Attempt: attempt})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(map[string]any{"run": r, "steps": orEmptySlice(steps), "checkpoints": orEmptySlice(cps)})
+			}
+			fmt.Printf("run %s  %s  %s  attempt %d\n", r.ID, r.WorkflowName, r.Status, r.Attempt)
+			tw := newTable(os.Stdout, "ATTEMPT", "SCOPE", "STEP", "KIND", "STATUS", "TRIES", "DURATION", "ERROR")
+			succeeded := 0
+			for _, s := range steps {
+				scope := s.ScopePath
+				if scope == "" {
+					scope = "-"
+				}
+				tw.row(fmt.Sprint(s.Attempt), scope, s.StepID, s.Kind, string(s.Status), fmt.Sprint(s.Tries), fmtMS(s.DurationMS), short(s.Error, 60))
+				if s.Status == starflowtype.StepSucceeded {
+					succeeded++
+				}
+			}
+			if err := tw.flush(); err != nil {
+				return err
+			}
+			fmt.Printf("checkpoints: %d (succeeded steps: %d)\n", len(cps), succeeded)
+			return nil
+		},
+	}
+	ledger.Flags().IntVar(&attempt, "attempt", 0, "only this attempt (default: every attempt)")
+
+	var after int64
+	events := &cobra.Command{
+		Use:   "events ID",
+		Short: "Show a run's events (workflow_run_events) in order",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			store, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			r, err := getRun(cmd, store, args[0])
+			if err != nil {
+				return err
+			}
+			evs, err := store.ListEvents(ctx, &state.ListEventsParams{RunID: r.ID, AfterID: after})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(orEmptySlice(evs))
+			}
+			tw := newTable(os.Stdout, "ID", "TIME", "ATTEMPT", "EVENT", "STEP", "SCOPE", "PAYLOAD")
+			for _, e := range evs {
+				tw.row(fmt.Sprint(e.ID), fmtTime(e.CreatedAt), fmt.Sprint(e.Attempt), string(e.Type), e.NodeID, e.ScopePath, short(string(e.Payload), 80))
+			}
+			return tw.flush()
+		},
+	}
+	events.Flags().Int64Var(&after, "after", 0, "only events with an id greater than this")
+
+	cmd.AddCommand(list, show, ledger, events)
+	return cmd
+}
+
+// getRun reads a run, turning "not found" into a clear sentence.
+func getRun(cmd *cobra.Command, store state.Adapter, id string) (*starflowtype.Run, error) {
+	r, err := store.GetRun(cmd.Context(), &state.GetRunParams{ID: id})
+	if err != nil {
+		if isNotFound(err) {
+			return nil, fmt.Errorf("no run with id %q in this store", id)
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func orEmptySlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	if len(header) > 0 {
+		t.row(header...)
+	}
+	return t
+}
+
+func (t *table) row(cols ...string) {
+	for i := range cols {
+		cols[i] = strings.ReplaceAll(cols[i], "\t", " ")
+	}
+	fmt.Fprintln(t.tw, strings.Join(cols, "\t"))
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000")
+}
+
+func fmtMS(ms int64) string {
+	if ms == 0 {
+		return "0s"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+func short(s string, n int) string {
+	s = oneLine(s)
+	if len([]rune(s)) > n {
+		return string([]rune(s)[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/starflow/starflow/internal/expr"
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/step"
+	"github.com/starflow/starflow/workflow"
+)
+
+// Defaults of Config.
+const (
+	// StepTimeoutDefault bounds one try of a step that sets no timeout (and
+	// whose definition sets no defaults.timeout).
+	StepTimeoutDefault = 30 * time.Second
+	// RunRetryMinDefault and RunRetryMaxDefault bound the exponential
+	// backoff between run attempts (SPEC §3: 1 s to 5 min, with jitter).
+	RunRetryMinDefault = time.Second
+	RunRetryMaxDefault = 5 * time.Minute
+)
+
+// ErrShutdown is the cancellation cause a runner sets when it stops: the
+// engine then releases the run's lease (ClearLease) so another runner
+// continues it at once.
+var ErrShutdown = errors.New("runner shutting down")
+
+// SecretSource resolves a secret name to its value at run time. The
+// default reads the process environment.
+type SecretSource func(ctx context.Context, name string) (string, error)
+
+// EnvSecrets resolves secrets from environment variables of the same name.
+func EnvSecrets(_ context.Context, name string) (string, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return "", fmt.Errorf("secret %s is not set in the environment", name)
+	}
+	return v, nil
+}
+
+// ProgressFunc receives step progress reports (warm tier only).
+type ProgressFunc func(runID, scopePath, stepID string, fraction float64, message string)
+
+// Config configures an Engine.
+type Config struct {
+	// Store is the cold tier. Required.
+	Store state.Adapter
+	// Registry holds the custom step types. Required (may be empty).
+	Registry *Registry
+	// Expr compiles and evaluates expressions. Default expr.Default().
+	Expr *expr.Env
+	// HTTPClient sends service_call requests. Default: a client with no
+	// overall timeout (each try is bounded by the step timeout).
+	HTTPClient *http.Client
+	// Secrets resolves the names in a definition's `secrets`. Default
+	// EnvSecrets.
+	Secrets SecretSource
+	// Env is what expressions see as `env`: only variables the operator
+	// allowed. Default empty.
+	Env map[string]string
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// StepTimeout is the default timeout of one try. Default
+	// StepTimeoutDefault.
+	StepTimeout time.Duration
+	// RunRetryMin / RunRetryMax bound the backoff between run attempts.
+	RunRetryMin, RunRetryMax time.Duration
+	// Progress receives step progress reports. Default: dropped.
+	Progress ProgressFunc
+	// Sleep waits between step tries; tests may shorten it. Default: a
+	// timer honouring ctx.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// WithDefaults fills zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Registry == nil {
+		c.Registry = NewRegistry()
+	}
+	if c.Expr == nil {
+		c.Expr = expr.Default()
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	if c.Secrets == nil {
+		c.Secrets = EnvSecrets
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.StepTimeout == 0 {
+		c.StepTimeout = StepTimeoutDefault
+	}
+	if c.RunRetryMin == 0 {
+		c.RunRetryMin = RunRetryMinDefault
+	}
+	if c.RunRetryMax == 0 {
+		c.RunRetryMax = RunRetryMaxDefault
+	}
+	if c.Progress == nil {
+		c.Progress = func(string, string, string, float64, string) {}
+	}
+	if c.Sleep == nil {
+		c.Sleep = sleep
+	}
+	return c
+}
+
+// Engine executes runs. It is safe for concurrent use; one Engine serves
+// every run of a process.
+type Engine struct {
+	cfg  Config
+	mu   sync.Mutex
+	defs map[string]*workflow.Definition // by definition id
+}
+
+// New returns an engine.
+func New(cfg Config) (*Engine, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Store == nil {
+		return nil, errors.New("engine: Store is required")
+	}
+	return &Engine{cfg: cfg, defs: map[string]*workflow.Definition{}}, nil
+}
+
+// ParseOptions returns the options that parse definitions for this engine
+// (its registered step types and expression environment).
+func (e *Engine) ParseOptions() workflow.ParseOptions {
+	return workflow.ParseOptions{IsStepType: e.cfg.Registry.Has, Expr: e.cfg.Expr}
+}
+
+// definition loads (and caches) the definition a run is pinned to.
+func (e *Engine) definition(ctx context.Context, run *starflowtype.Run) (*workflow.Definition, error) {
+	e.mu.Lock()
+	d, ok := e.defs[run.DefinitionID]
+	e.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	row, err := e.cfg.Store.GetDefinition(ctx, &state.GetDefinitionParams{ID: run.DefinitionID})
+	if err != nil {
+		return nil, fmt.Errorf("load definition of run %s: %w", run.ID, err)
+	}
+	d, err = workflow.Parse(row.Name+"@"+row.Revision[:12], row.Spec, e.ParseOptions())
+	if err != nil {
+		return nil, fmt.Errorf("stored definition %s no longer parses: %w", row.Name, err)
+	}
+	e.mu.Lock()
+	e.defs[run.DefinitionID] = d
+	e.mu.Unlock()
+	return d, nil
+}
+
+// Registry holds custom step types. It is safe for concurrent use.
+type Registry struct {
+	mu    sync.RWMutex
+	funcs map[string]step.Func
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{funcs: map[string]step.Func{}} }
+
+// builtins are the step kinds the engine implements itself, and the
+// construct names reserved for the control-flow kinds.
+var builtins = map[string]bool{
+	"service_call": true, "context_set": true, "fail": true, "session_read": true,
+	"session_write": true, "wait": true, "workflow_call": true, "if": true, "try": true,
+	"repeat_until": true, "for_each": true, "parallel": true,
+}
+
+// Register adds a custom step type. name must match [a-z0-9][a-z0-9_-]*
+// and not be a built-in kind or a step field; registering a name twice is
+// an error.
+func (r *Registry) Register(name string, fn step.Func) error {
+	if !workflow.ValidID(name) {
+		return fmt.Errorf("step type %q: must match [a-z0-9][a-z0-9_-]*", name)
+	}
+	if builtins[name] || workflow.IsStepField(name) {
+		return fmt.Errorf("step type %q: the name is reserved", name)
+	}
+	if fn == nil {
+		return fmt.Errorf("step type %q: nil handler", name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.funcs[name]; dup {
+		return fmt.Errorf("step type %q is already registered", name)
+	}
+	r.funcs[name] = fn
+	return nil
+}
+
+// Has reports whether name is registered.
+func (r *Registry) Has(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.funcs[name]
+	return ok
+}
+
+func (r *Registry) get(name string) step.Func {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.funcs[name]
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/starflow/starflow/internal/redact"
+	"github.com/starflow/starflow/internal/steps"
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/step"
+	"github.com/starflow/starflow/workflow"
+)
+
+// Outcome is how Execute left a run.
+type Outcome string
+
+// Outcomes of Execute.
+const (
+	OutcomeSucceeded Outcome = "succeeded" // run ended succeeded
+	OutcomeFailed    Outcome = "failed"    // run ended failed (or was re-queued for a new attempt)
+	OutcomeReleased  Outcome = "released"  // lease released on shutdown; another runner continues
+	OutcomeLeaseLost Outcome = "lease_lost"
+)
+
+// runState is the in-memory context of one run being executed.
+type runState struct {
+	e      *Engine
+	run    *starflowtype.Run
+	def    *workflow.Definition
+	led    *ledger
+	log    *slog.Logger
+	ctxVal map[string]any // input, variables, steps, env, secrets, run
+	// restored holds checkpoints of the current attempt, by scope/step.
+	restored map[string]*starflowtype.Checkpoint
+	phase    string
+}
+
+// Execute runs a claimed run whose OnRunStart has been written, under
+// lease, until it ends, is re-queued for a new attempt, or its context is
+// cancelled. It returns the outcome; the error is non-nil only when the
+// outcome could not be recorded (a store failure, a lost lease).
+//
+// ctx's cancellation cause decides what a cancellation means: ErrShutdown
+// releases the lease so another runner continues at once; anything else
+// (a lost lease) stops writing at once.
+func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starflowtype.Lease) (Outcome, error) {
+	log := e.cfg.Logger.With("run_id", run.ID, "workflow", run.WorkflowName, "attempt", run.Attempt)
+	led := &ledger{store: e.cfg.Store, runID: run.ID, attempt: run.Attempt, lease: lease}
+	rs := &runState{e: e, run: run, led: led, log: log}
+
+	out, err := rs.execute(ctx)
+	if err == nil {
+		r, werr := led.runComplete(ctx, out)
+		if werr != nil {
+			return rs.writeFailed(ctx, werr)
+		}
+		log.Info("run succeeded", "duration_ms", r.DurationMS)
+		return OutcomeSucceeded, nil
+	}
+	if ctx.Err() != nil || errors.Is(err, starflowtype.ErrLeaseLost) {
+		return rs.writeFailed(ctx, err)
+	}
+	retry := !step.IsPermanent(err)
+	delay := backoff(e.cfg.RunRetryMin, e.cfg.RunRetryMax, 2, run.Attempt)
+	r, werr := led.runError(ctx, err, retry, delay)
+	if werr != nil {
+		return rs.writeFailed(ctx, werr)
+	}
+	log.Info("run attempt failed", "error", led.red.Error(err), "status", r.Status, "retry", retry)
+	return OutcomeFailed, nil
+}
+
+// writeFailed decides what to do when execution stopped without a result
+// that could be recorded: a lost lease writes nothing more; a shutdown
+// releases the lease.
+func (rs *runState) writeFailed(ctx context.Context, err error) (Outcome, error) {
+	if errors.Is(err, starflowtype.ErrLeaseLost) || errors.Is(context.Cause(ctx), starflowtype.ErrLeaseLost) {
+		rs.log.Warn("lease lost; abandoning run", "error", err)
+		return OutcomeLeaseLost, fmt.Errorf("run %s: %w", rs.run.ID, starflowtype.ErrLeaseLost)
+	}
+	if errors.Is(context.Cause(ctx), ErrShutdown) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if rerr := rs.led.release(rctx); rerr != nil {
+			return OutcomeReleased, fmt.Errorf("run %s: release lease: %w", rs.run.ID, rerr)
+		}
+		rs.log.Info("lease released on shutdown")
+		return OutcomeReleased, nil
+	}
+	return OutcomeLeaseLost, fmt.Errorf("run %s: %w", rs.run.ID, err)
+}
+
+// execute prepares the context and runs the root steps list, returning the
+// run's output.
+func (rs *runState) execute(ctx context.Context) (any, error) {
+	def, err := rs.e.definition(ctx, rs.run)
+	if err != nil {
+		return nil, err
+	}
+	rs.def = def
+	secrets := map[string]any{}
+	var values []string
+	for _, name := range def.Secrets {
+		v, err := rs.e.cfg.Secrets(ctx, name)
+		if err != nil {
+			return nil, step.Permanent(err)
+		}
+		secrets[name] = v
+		values = append(values, v)
+	}
+	rs.led.red = redact.New(values...)
+	input := any(map[string]any{})
+	if len(rs.run.Input) > 0 && string(rs.run.Input) != "null" {
+		if input, err = steps.DecodeJSON(rs.run.Input); err != nil {
+			return nil, step.Permanent(fmt.Errorf("run input is not JSON: %w", err))
+		}
+	}
+	env := map[string]any{}
+	for k, v := range rs.e.cfg.Env {
+		env[k] = v
+	}
+	rs.ctxVal = map[string]any{
+		"input":     input,
+		"variables": map[string]any{},
+		"steps":     map[string]any{},
+		"env":       env,
+		"secrets":   secrets,
+		"run":       map[string]any{"id": rs.run.ID, "attempt": int64(rs.run.Attempt), "workflow": rs.run.WorkflowName},
+	}
+	if err := rs.loadCheckpoints(ctx); err != nil {
+		return nil, err
+	}
+	last, err := rs.execList(ctx, "", def.Steps)
+	if err != nil {
+		return nil, err
+	}
+	if def.Output == nil {
+		return last, nil
+	}
+	tpl, err := rs.e.cfg.Expr.ParseTemplate(def.Output)
+	if err != nil {
+		return nil, step.Permanent(fmt.Errorf("workflow output: %w", err))
+	}
+	out, err := rs.e.cfg.Expr.EvalTemplate(ctx, tpl, rs.ctxVal)
+	if err != nil {
+		return nil, step.Permanent(fmt.Errorf("workflow output: %w", err))
+	}
+	return out, nil
+}
+
+// loadCheckpoints reads the checkpoints already committed in this attempt
+// (a run continued after a graceful release) so those step instances are
+// restored instead of executed.
+func (rs *runState) loadCheckpoints(ctx context.Context) error {
+	cps, err := rs.e.cfg.Store.ListCheckpoints(ctx, &state.ListCheckpointsParams{RunID: rs.run.ID, Attempt: rs.run.Attempt})
+	if err != nil {
+		return fmt.Errorf("load checkpoints: %w", err)
+	}
+	rs.restored = map[string]*starflowtype.Checkpoint{}
+	for _, c := range cps {
+		rs.restored[c.ScopePath+"\x00"+c.StepID] = c
+	}
+	return nil
+}
+
+func (rs *runState) vars() map[string]any     { return rs.ctxVal["variables"].(map[string]any) }
+func (rs *runState) stepsVal() map[string]any { return rs.ctxVal["steps"].(map[string]any) }

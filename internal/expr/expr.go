@@ -1,0 +1,235 @@
+package expr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/checker"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/ext"
+)
+
+// Names lists the variables visible to expressions.
+var Names = []string{"input", "variables", "steps", "item", "error", "env", "secrets", "run", "output"}
+
+// Limits bound one evaluation.
+type Limits struct {
+	// Cost is the CEL runtime cost limit of one evaluation. Default
+	// CostDefault.
+	Cost uint64
+	// Timeout bounds the wall-clock time of one evaluation. Default
+	// TimeoutDefault.
+	Timeout time.Duration
+}
+
+// Defaults for Limits.
+const (
+	CostDefault    uint64 = 1_000_000
+	TimeoutDefault        = 100 * time.Millisecond
+)
+
+// ErrTooCostly is wrapped by the error of Compile (and so of ParseTemplate
+// and ParseExpr) when the static cost estimate of an expression already
+// exceeds the cost limit.
+var ErrTooCostly = errors.New("expression is too costly")
+
+// maxCached bounds the number of compiled programs an Env keeps.
+const maxCached = 4096
+
+// Env compiles and caches expressions. It is safe for concurrent use.
+type Env struct {
+	env    *cel.Env
+	limits Limits
+	mu     sync.Mutex
+	cache  map[string]cel.Program
+}
+
+// NewEnv returns an environment with the given limits (zero fields take
+// their defaults).
+func NewEnv(l Limits) (*Env, error) {
+	if l.Cost == 0 {
+		l.Cost = CostDefault
+	}
+	if l.Timeout == 0 {
+		l.Timeout = TimeoutDefault
+	}
+	opts := []cel.EnvOption{ext.Strings(), ext.Encoders(), ext.Math(), ext.Lists(), cel.OptionalTypes()}
+	for _, n := range Names {
+		opts = append(opts, cel.Variable(n, cel.DynType))
+	}
+	e, err := cel.NewEnv(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("expr: %w", err)
+	}
+	return &Env{env: e, limits: l, cache: map[string]cel.Program{}}, nil
+}
+
+var defaultEnv = sync.OnceValues(func() (*Env, error) { return NewEnv(Limits{}) })
+
+// Default returns the shared environment with default limits.
+func Default() *Env {
+	e, err := defaultEnv()
+	if err != nil {
+		panic(err) // the built-in declarations are static; a failure is a bug
+	}
+	return e
+}
+
+// Compile checks and plans one CEL expression (without the `${{ }}`).
+// Errors say what is wrong in the expression's own words.
+func (e *Env) Compile(src string) (cel.Program, error) {
+	e.mu.Lock()
+	p, ok := e.cache[src]
+	e.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	if strings.TrimSpace(src) == "" {
+		return nil, errors.New("empty expression")
+	}
+	ast, iss := e.env.Compile(src)
+	if iss.Err() != nil {
+		return nil, fmt.Errorf("%s", oneLine(iss.Err().Error()))
+	}
+	est, err := e.env.EstimateCost(ast, zeroEstimator{})
+	if err == nil && est.Min > e.limits.Cost {
+		return nil, fmt.Errorf("%w: estimated cost %d exceeds the limit %d", ErrTooCostly, est.Min, e.limits.Cost)
+	}
+	p, err = e.env.Program(ast,
+		cel.CostLimit(e.limits.Cost),
+		cel.InterruptCheckFrequency(100),
+		cel.EvalOptions(cel.OptOptimize),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%s", oneLine(err.Error()))
+	}
+	e.mu.Lock()
+	if len(e.cache) >= maxCached {
+		// Bound the memory that distinct expressions (from definitions
+		// submitted for validation, say) can hold: start over.
+		e.cache = make(map[string]cel.Program, maxCached)
+	}
+	e.cache[src] = p
+	e.mu.Unlock()
+	return p, nil
+}
+
+// Eval evaluates a compiled program with vars (missing names are null) and
+// converts the result to plain Go values.
+func (e *Env) Eval(ctx context.Context, p cel.Program, vars map[string]any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.limits.Timeout)
+	defer cancel()
+	act := map[string]any{}
+	for _, n := range Names {
+		if v, ok := vars[n]; ok {
+			act[n] = v
+		} else {
+			act[n] = nil
+		}
+	}
+	out, _, err := p.ContextEval(ctx, act)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("expression exceeded its time limit of %s", e.limits.Timeout)
+		}
+		msg := oneLine(err.Error())
+		if strings.Contains(msg, "actual cost limit exceeded") {
+			return nil, fmt.Errorf("expression exceeded its cost limit of %d", e.limits.Cost)
+		}
+		return nil, errors.New(msg)
+	}
+	return ToNative(out)
+}
+
+// ToNative converts a CEL value to plain Go values: nil, bool, int64,
+// float64, string, []any, map[string]any (bytes become a string;
+// timestamps RFC 3339 strings; durations Go duration strings).
+func ToNative(v ref.Val) (any, error) {
+	switch v.Type() {
+	case types.NullType:
+		return nil, nil
+	case types.BoolType:
+		return bool(v.(types.Bool)), nil
+	case types.IntType:
+		return int64(v.(types.Int)), nil
+	case types.UintType:
+		u := uint64(v.(types.Uint))
+		if u > math.MaxInt64 {
+			return float64(u), nil
+		}
+		return int64(u), nil
+	case types.DoubleType:
+		return float64(v.(types.Double)), nil
+	case types.StringType:
+		return string(v.(types.String)), nil
+	case types.BytesType:
+		return string(v.(types.Bytes)), nil
+	case types.TimestampType:
+		return v.(types.Timestamp).Time.UTC().Format(time.RFC3339Nano), nil
+	case types.DurationType:
+		return v.(types.Duration).Duration.String(), nil
+	case types.OptionalType:
+		o := v.(*types.Optional)
+		if !o.HasValue() {
+			return nil, nil
+		}
+		return ToNative(o.GetValue())
+	}
+	if l, ok := v.(traits.Lister); ok {
+		n := int(l.Size().(types.Int))
+		out := make([]any, 0, n)
+		for i := 0; i < n; i++ {
+			x, err := ToNative(l.Get(types.Int(i)))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, x)
+		}
+		return out, nil
+	}
+	if m, ok := v.(traits.Mapper); ok {
+		out := map[string]any{}
+		it := m.Iterator()
+		for it.HasNext() == types.True {
+			k := it.Next()
+			ks, ok := k.(types.String)
+			if !ok {
+				return nil, fmt.Errorf("map key %v is not a string", k)
+			}
+			x, err := ToNative(m.Get(k))
+			if err != nil {
+				return nil, err
+			}
+			out[string(ks)] = x
+		}
+		return out, nil
+	}
+	if nv, err := v.ConvertToNative(reflect.TypeOf((*any)(nil)).Elem()); err == nil {
+		return nv, nil
+	}
+	return nil, fmt.Errorf("value of type %s cannot be stored", v.Type().TypeName())
+}
+
+// zeroEstimator gives no size hints, so estimates are lower bounds on
+// constant work; only expressions provably over the limit are rejected.
+type zeroEstimator struct{}
+
+func (zeroEstimator) EstimateSize(checker.AstNode) *checker.SizeEstimate { return nil }
+func (zeroEstimator) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+
+func oneLine(s string) string {
+	s = strings.TrimPrefix(s, "ERROR: <input>:")
+	fields := strings.Fields(s)
+	return strings.Join(fields, " ")
+}

@@ -1,0 +1,298 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/starflow/starflow/internal/engine"
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+)
+
+// Defaults of Config (SPEC §5).
+const (
+	LeaseTTLDefault     = 30 * time.Second
+	HeartbeatDefault    = 10 * time.Second
+	PollIntervalDefault = 200 * time.Millisecond
+	ConcurrencyDefault  = 8
+	// heartbeatTimeoutFraction: one heartbeat call may take at most this
+	// fraction of the TTL, well under it.
+	heartbeatTimeoutFraction = 3
+)
+
+// Config configures a Runner.
+type Config struct {
+	// ID is the runner identity written to leased_by. Default NewID().
+	ID string
+	// Pools are the runner pools this runner serves; runs with no pool are
+	// always eligible. Default none.
+	Pools []string
+	// Workspace limits claims to one workspace; "" = any.
+	Workspace string
+	// LeaseTTL is how long a claim or heartbeat holds the lease. Default
+	// 30 s.
+	LeaseTTL time.Duration
+	// Heartbeat is the lease refresh interval. Default 10 s; must be below
+	// LeaseTTL.
+	Heartbeat time.Duration
+	// PollInterval is how often an idle runner looks for work when no
+	// signal arrives. Default 200 ms.
+	PollInterval time.Duration
+	// Concurrency is the most runs executed at once. Default 8.
+	Concurrency int
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// OnFinish, when set, is called after each run execution ends (any
+	// outcome). Used to wake waiters in-process.
+	OnFinish func(runID string, outcome engine.Outcome)
+}
+
+// WithDefaults fills zero fields.
+func (c Config) WithDefaults() Config {
+	if c.ID == "" {
+		c.ID = NewID()
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = LeaseTTLDefault
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = HeartbeatDefault
+		if c.Heartbeat >= c.LeaseTTL {
+			c.Heartbeat = c.LeaseTTL / 3
+		}
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = PollIntervalDefault
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = ConcurrencyDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports a configuration error.
+func (c Config) Validate() error {
+	if c.Heartbeat >= c.LeaseTTL {
+		return fmt.Errorf("runner: heartbeat %s must be shorter than the lease TTL %s", c.Heartbeat, c.LeaseTTL)
+	}
+	if c.Concurrency < 1 {
+		return fmt.Errorf("runner: concurrency must be at least 1")
+	}
+	return nil
+}
+
+// NewID returns a runner identity: host, pid and a random suffix
+// ("build-7:4242:9f2c1a").
+func NewID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "unknown"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Runner claims and executes runs. Start it once; Stop it once (a second
+// Stop is a no-op).
+type Runner struct {
+	cfg    Config
+	store  state.Adapter
+	engine *engine.Engine
+
+	wake chan struct{}
+
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+	cancel   context.CancelFunc
+	inflight map[string]context.CancelCauseFunc
+	loopDone chan struct{}
+	runs     sync.WaitGroup
+}
+
+// New returns a runner.
+func New(store state.Adapter, eng *engine.Engine, cfg Config) (*Runner, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Runner{cfg: cfg, store: store, engine: eng, wake: make(chan struct{}, 1), inflight: map[string]context.CancelCauseFunc{}}, nil
+}
+
+// ID is the runner's identity.
+func (r *Runner) ID() string { return r.cfg.ID }
+
+// Notify tells the runner new work may be available (the in-process
+// signal of SPEC §5); it never blocks.
+func (r *Runner) Notify() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start begins claiming in the background and returns at once.
+func (r *Runner) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return errors.New("runner: already started")
+	}
+	r.started = true
+	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.loopDone = make(chan struct{})
+	go r.loop(ctx)
+	return nil
+}
+
+// Stop stops claiming, waits for runs in flight to finish until ctx is
+// done (the grace period), then cancels the rest with engine.ErrShutdown so
+// they release their leases, and waits for them to do so.
+func (r *Runner) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	if !r.started || r.stopping {
+		r.mu.Unlock()
+		return nil
+	}
+	r.stopping = true
+	r.cancel()
+	r.mu.Unlock()
+	<-r.loopDone
+
+	done := make(chan struct{})
+	go func() { r.runs.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	for _, cancel := range r.inflight {
+		cancel(engine.ErrShutdown)
+	}
+	r.mu.Unlock()
+	<-done
+	return nil
+}
+
+func (r *Runner) loop(ctx context.Context) {
+	defer close(r.loopDone)
+	slots := make(chan struct{}, r.cfg.Concurrency)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case slots <- struct{}{}:
+		}
+		run, err := r.store.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: r.cfg.ID, Pools: r.cfg.Pools, LeaseTTL: r.cfg.LeaseTTL, WorkspaceID: r.cfg.Workspace})
+		if err != nil || run == nil {
+			<-slots
+			if err != nil && ctx.Err() == nil {
+				r.cfg.Logger.Warn("claim failed", "error", err)
+			}
+			timer.Reset(r.cfg.PollInterval)
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.wake:
+			case <-timer.C:
+			}
+			continue
+		}
+		r.runs.Add(1)
+		go func() {
+			defer func() { <-slots; r.runs.Done() }()
+			r.execute(run)
+		}()
+	}
+}
+
+// execute runs one claimed run under its lease.
+func (r *Runner) execute(run *starflowtype.Run) {
+	lease := run.Lease()
+	log := r.cfg.Logger.With("run_id", run.ID, "lease_epoch", lease.Epoch)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	r.mu.Lock()
+	r.inflight[run.ID] = cancel
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.inflight, run.ID)
+		r.mu.Unlock()
+	}()
+
+	outcome := engine.OutcomeLeaseLost
+	defer func() {
+		if r.cfg.OnFinish != nil {
+			r.cfg.OnFinish(run.ID, outcome)
+		}
+	}()
+
+	started, err := r.store.OnRunStart(ctx, &state.RunStartParams{RunID: run.ID, Lease: lease})
+	if err != nil {
+		log.Warn("run start refused", "error", err)
+		return
+	}
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		r.heartbeat(ctx, cancel, run.ID, lease, log)
+	}()
+	outcome, err = r.engine.Execute(ctx, started, lease)
+	cancel(nil)
+	<-hbDone
+	if err != nil {
+		log.Warn("run stopped", "outcome", outcome, "error", err)
+	}
+	r.Notify() // a slot is free; a retry may be due
+}
+
+// heartbeat refreshes the lease every Heartbeat. When the store says the
+// lease is lost, or no refresh succeeds within the TTL, it cancels the
+// run's context with ErrLeaseLost so the engine writes nothing more.
+func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, runID string, lease starflowtype.Lease, log *slog.Logger) {
+	t := time.NewTicker(r.cfg.Heartbeat)
+	defer t.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hctx, hcancel := context.WithTimeout(ctx, r.cfg.LeaseTTL/heartbeatTimeoutFraction)
+		_, err := r.store.RefreshLease(hctx, &state.RefreshLeaseParams{RunID: runID, Lease: lease, LeaseTTL: r.cfg.LeaseTTL})
+		hcancel()
+		switch {
+		case err == nil:
+			lastOK = time.Now()
+		case errors.Is(err, starflowtype.ErrLeaseLost):
+			log.Warn("lease lost; cancelling run", "error", err)
+			cancel(starflowtype.ErrLeaseLost)
+			return
+		case ctx.Err() != nil:
+			return
+		default:
+			log.Warn("heartbeat failed", "error", err)
+			if time.Since(lastOK) >= r.cfg.LeaseTTL {
+				log.Warn("lease not renewed within its TTL; stopping run")
+				cancel(fmt.Errorf("lease not renewed within %s: %w", r.cfg.LeaseTTL, starflowtype.ErrLeaseLost))
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,214 @@
+package steps
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/starflow/starflow/step"
+)
+
+// MaxResponseBytes bounds how much of a response body is read (bytes).
+const MaxResponseBytes = 16 << 20
+
+// HTTPRequest is a rendered service_call.
+type HTTPRequest struct {
+	Method       string
+	URL          string
+	Headers      map[string]string
+	Query        map[string]string
+	Body         any // sent as JSON when HasBody
+	HasBody      bool
+	ExpectStatus []int // empty: any 2xx
+	// IdempotencyKey is sent as the Idempotency-Key header.
+	IdempotencyKey string
+	// FencingToken is sent as the Starflow-Fencing-Token header.
+	FencingToken string
+}
+
+// StatusError is a response whose status was not expected. Retryable is
+// true for 5xx and 429.
+type StatusError struct {
+	Method, URL string
+	Status      int
+	Body        string // the start of the response body
+}
+
+func (e *StatusError) Error() string {
+	msg := fmt.Sprintf("%s %s answered %d %s", e.Method, e.URL, e.Status, http.StatusText(e.Status))
+	if e.Body != "" {
+		msg += ": " + e.Body
+	}
+	return msg
+}
+
+// Retryable reports whether the status is worth retrying (5xx, 429).
+func (e *StatusError) Retryable() bool {
+	return e.Status >= 500 || e.Status == http.StatusTooManyRequests
+}
+
+// Call sends the request and returns the step output {status, headers,
+// body}: body parsed as JSON when the response says it is JSON, otherwise
+// a string. Network errors and timeouts are returned as they are
+// (retryable); an unexpected 5xx/429 is a retryable *StatusError; any
+// other unexpected status is a step.Permanent *StatusError.
+func Call(ctx context.Context, client *http.Client, r *HTTPRequest) (map[string]any, error) {
+	u, err := url.Parse(r.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, step.Permanent(fmt.Errorf("service_call url %q is not an http(s) URL", r.URL))
+	}
+	if len(r.Query) > 0 {
+		q := u.Query()
+		for k, v := range r.Query {
+			q.Set(k, v)
+		}
+		u.RawQuery = q.Encode()
+	}
+	method := strings.ToUpper(r.Method)
+	if method == "" {
+		method = http.MethodGet
+		if r.HasBody {
+			method = http.MethodPost
+		}
+	}
+	var body io.Reader
+	if r.HasBody {
+		b, err := json.Marshal(r.Body)
+		if err != nil {
+			return nil, step.Permanent(fmt.Errorf("service_call body: %w", err))
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, step.Permanent(fmt.Errorf("service_call: %w", err))
+	}
+	if r.HasBody {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "starflow")
+	for k, v := range r.Headers {
+		req.Header.Set(k, v)
+	}
+	if r.IdempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", r.IdempotencyKey)
+	}
+	if r.FencingToken != "" {
+		req.Header.Set("Starflow-Fencing-Token", r.FencingToken)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL is said below, without its query
+		}
+		return nil, fmt.Errorf("%s %s: %w", method, redactURL(u), err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: reading response: %w", method, redactURL(u), err)
+	}
+	if len(raw) > MaxResponseBytes {
+		return nil, step.Permanent(fmt.Errorf("%s %s: response body exceeds %d bytes", method, redactURL(u), MaxResponseBytes))
+	}
+	if !expected(resp.StatusCode, r.ExpectStatus) {
+		se := &StatusError{Method: method, URL: redactURL(u), Status: resp.StatusCode, Body: snippet(raw)}
+		if se.Retryable() {
+			return nil, se
+		}
+		return nil, step.Permanent(se)
+	}
+	headers := map[string]any{}
+	for k, vs := range resp.Header {
+		headers[strings.ToLower(k)] = strings.Join(vs, ", ")
+	}
+	return map[string]any{"status": int64(resp.StatusCode), "headers": headers, "body": decodeBody(resp.Header.Get("Content-Type"), raw)}, nil
+}
+
+func expected(status int, want []int) bool {
+	if len(want) == 0 {
+		return status >= 200 && status < 300
+	}
+	return slices.Contains(want, status)
+}
+
+func decodeBody(contentType string, raw []byte) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	mt, _, _ := mime.ParseMediaType(contentType)
+	if mt == "application/json" || strings.HasSuffix(mt, "+json") {
+		if v, err := DecodeJSON(raw); err == nil {
+			return v
+		}
+	}
+	return string(raw)
+}
+
+// DecodeJSON decodes JSON with the spec's number rule: numbers without a
+// fraction or exponent become int64 (when they fit), others float64.
+func DecodeJSON(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("unexpected data after the JSON value")
+	}
+	return Numbers(v), nil
+}
+
+// Numbers converts json.Number values inside v to int64 or float64.
+func Numbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if !strings.ContainsAny(x.String(), ".eE") {
+			if i, err := x.Int64(); err == nil {
+				return i
+			}
+		}
+		f, _ := x.Float64()
+		return f
+	case []any:
+		for i := range x {
+			x[i] = Numbers(x[i])
+		}
+		return x
+	case map[string]any:
+		for k := range x {
+			x[k] = Numbers(x[k])
+		}
+		return x
+	}
+	return v
+}
+
+func snippet(b []byte) string {
+	const max = 200
+	s := strings.TrimSpace(string(b))
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}
+
+// redactURL drops the query string and user info (they often carry
+// credentials) from URLs written into errors.
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	c.RawQuery = ""
+	return c.String()
+}

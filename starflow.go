@@ -1,0 +1,320 @@
+package starflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/starflow/starflow/internal/engine"
+	"github.com/starflow/starflow/internal/expr"
+	"github.com/starflow/starflow/internal/runner"
+	"github.com/starflow/starflow/internal/steps"
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/step"
+	"github.com/starflow/starflow/workflow"
+)
+
+// Config configures an Engine. Only Store is required.
+type Config struct {
+	// Store is the cold tier (e.g. sqlitestore.Open), already migrated.
+	Store state.Adapter
+	// Workspace is the workspace_id of definitions and runs. Default
+	// "default".
+	Workspace string
+	// Env is the env column of runs. Default "prod".
+	Env string
+
+	// RunnerID is the identity written to leased_by. Default host:pid:random.
+	RunnerID string
+	// Pools are the runner pools the in-process runner serves.
+	Pools []string
+	// LeaseTTL (default 30 s), Heartbeat (default 10 s), PollInterval
+	// (default 200 ms) and Concurrency (default 8) tune the runner.
+	LeaseTTL, Heartbeat, PollInterval time.Duration
+	Concurrency                       int
+
+	// StepTimeout is the default timeout of one step try. Default 30 s.
+	StepTimeout time.Duration
+	// RunRetryMin / RunRetryMax bound the backoff between run attempts.
+	// Default 1 s / 5 min.
+	RunRetryMin, RunRetryMax time.Duration
+	// Secrets resolves secret names. Default: environment variables.
+	Secrets func(ctx context.Context, name string) (string, error)
+	// AllowEnv names the environment variables expressions may read as
+	// `env.NAME`. Default none.
+	AllowEnv []string
+	// EnvLookup reads AllowEnv variables. Default os.LookupEnv.
+	EnvLookup func(name string) (string, bool)
+	// HTTPClient sends service_call requests. Default: a plain client.
+	HTTPClient *http.Client
+	// ExprLimits bound expression evaluation (cost, time).
+	ExprLimits expr.Limits
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// EnqueueOptions are the optional settings of one enqueue.
+type EnqueueOptions struct {
+	// Revision pins a stored revision; "" = the newest applied one.
+	Revision string
+	// IdempotencyKey is stored on the run.
+	IdempotencyKey string
+	// RecoveryMode overrides the definition's.
+	RecoveryMode starflowtype.RecoveryMode
+	// Pool overrides the definition's runner_pool.
+	Pool string
+	// Priority: higher is claimed first. Default 0.
+	Priority int
+	// Delay makes the run available only after this long.
+	Delay time.Duration
+	// MaxAttempts overrides the definition's max_attempts.
+	MaxAttempts int
+	// Trigger records what started the run. Default api.
+	Trigger starflowtype.TriggerType
+}
+
+// Engine embeds Starflow in a Go program.
+type Engine struct {
+	cfg      Config
+	store    state.Adapter
+	registry *engine.Registry
+	engine   *engine.Engine
+	runner   *runner.Runner
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced whenever a run execution ends
+}
+
+// New returns an engine on cfg.Store. It does not start the runner.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("starflow: Config.Store is required")
+	}
+	if cfg.Workspace == "" {
+		cfg.Workspace = state.DefaultWorkspace
+	}
+	if cfg.Env == "" {
+		cfg.Env = state.DefaultEnv
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	env := map[string]string{}
+	lookup := cfg.EnvLookup
+	if lookup == nil {
+		lookup = osLookupEnv
+	}
+	for _, name := range cfg.AllowEnv {
+		if v, ok := lookup(name); ok {
+			env[name] = v
+		}
+	}
+	exprEnv := expr.Default()
+	if cfg.ExprLimits != (expr.Limits{}) {
+		var err error
+		if exprEnv, err = expr.NewEnv(cfg.ExprLimits); err != nil {
+			return nil, err
+		}
+	}
+	reg := engine.NewRegistry()
+	eng, err := engine.New(engine.Config{
+		Store: cfg.Store, Registry: reg, Expr: exprEnv, HTTPClient: cfg.HTTPClient,
+		Secrets: cfg.Secrets, Env: env, Logger: cfg.Logger, StepTimeout: cfg.StepTimeout,
+		RunRetryMin: cfg.RunRetryMin, RunRetryMax: cfg.RunRetryMax,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, store: cfg.Store, registry: reg, engine: eng, changed: make(chan struct{})}
+	e.runner, err = runner.New(cfg.Store, eng, runner.Config{
+		ID: cfg.RunnerID, Pools: cfg.Pools, Workspace: cfg.Workspace, LeaseTTL: cfg.LeaseTTL,
+		Heartbeat: cfg.Heartbeat, PollInterval: cfg.PollInterval, Concurrency: cfg.Concurrency,
+		Logger: cfg.Logger, OnFinish: func(string, engine.Outcome) { e.broadcast() },
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Store returns the engine's cold store.
+func (e *Engine) Store() state.Adapter { return e.store }
+
+// RunnerID is the identity of the in-process runner.
+func (e *Engine) RunnerID() string { return e.runner.ID() }
+
+// RegisterStep adds a custom step type: a step written `NAME: <input>` in
+// a definition runs fn with the rendered input. Register before applying
+// or running definitions that use it. The name must match
+// [a-z0-9][a-z0-9_-]* and not be a built-in kind.
+func (e *Engine) RegisterStep(name string, fn step.Func) error {
+	return e.registry.Register(name, fn)
+}
+
+// Parse parses and validates a definition (YAML or JSON) with this
+// engine's step types. The error lists every problem as
+// "file:line:column: message".
+func (e *Engine) Parse(filename string, src []byte) (*workflow.Definition, error) {
+	return workflow.Parse(filename, src, e.engine.ParseOptions())
+}
+
+// Apply validates a definition and stores it by revision (idempotent).
+func (e *Engine) Apply(ctx context.Context, filename string, src []byte) (*starflowtype.Definition, error) {
+	def, err := e.Parse(filename, src)
+	if err != nil {
+		return nil, err
+	}
+	return e.store.PutDefinition(ctx, &state.PutDefinitionParams{
+		WorkspaceID: e.cfg.Workspace, Name: def.Name, Revision: def.Revision(), Spec: def.Canonical(), Source: string(src),
+	})
+}
+
+// Enqueue inserts a queued run of the named workflow (its newest applied
+// revision unless opts.Revision is set). input is any value that encodes
+// as a JSON object, or a json.RawMessage; it is checked against the
+// definition's input_schema. Errors: ErrNotFound (no such workflow), an
+// input error naming what is wrong.
+func (e *Engine) Enqueue(ctx context.Context, name string, input any, opts *EnqueueOptions) (*starflowtype.Run, error) {
+	if opts == nil {
+		opts = &EnqueueOptions{}
+	}
+	row, err := e.store.GetDefinition(ctx, &state.GetDefinitionParams{WorkspaceID: e.cfg.Workspace, Name: name, Revision: opts.Revision})
+	if err != nil {
+		return nil, fmt.Errorf("workflow %q: %w", name, err)
+	}
+	def, err := workflow.Parse(name, row.Spec, e.engine.ParseOptions())
+	if err != nil {
+		return nil, fmt.Errorf("stored workflow %q: %w", name, err)
+	}
+	raw, err := encodeInput(input)
+	if err != nil {
+		return nil, err
+	}
+	decoded, err := steps.DecodeJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("input is not JSON: %w", err)
+	}
+	if _, ok := decoded.(map[string]any); !ok {
+		return nil, fmt.Errorf("input must be a JSON object, not %s", jsonKind(decoded))
+	}
+	if err := def.ValidateInput(decoded); err != nil {
+		return nil, err
+	}
+	mode := opts.RecoveryMode
+	if mode == "" {
+		mode = starflowtype.RecoveryMode(def.RecoveryMode)
+	}
+	if mode != "" && !mode.Valid() {
+		return nil, fmt.Errorf("recovery mode %q: must be replay, resume or manual", mode)
+	}
+	pool := opts.Pool
+	if pool == "" {
+		pool = def.RunnerPool
+	}
+	maxAttempts := opts.MaxAttempts
+	if maxAttempts == 0 {
+		maxAttempts = def.MaxAttempts
+	}
+	run, err := e.store.EnqueueRun(ctx, &state.EnqueueRunParams{
+		WorkspaceID: e.cfg.Workspace, Env: e.cfg.Env, DefinitionID: row.ID, WorkflowName: row.Name,
+		WorkflowRevision: row.Revision, RunnerPool: pool, Priority: opts.Priority, MaxAttempts: maxAttempts,
+		Delay: opts.Delay, RecoveryMode: mode, TriggerType: opts.Trigger, IdempotencyKey: opts.IdempotencyKey,
+		Input: raw,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.runner.Notify()
+	return run, nil
+}
+
+// Start starts the in-process runner; it returns at once.
+func (e *Engine) Start(ctx context.Context) error { return e.runner.Start(ctx) }
+
+// Stop stops claiming, lets runs in flight finish until ctx is done, then
+// releases the leases of those still running so another runner continues
+// them at once.
+func (e *Engine) Stop(ctx context.Context) error { return e.runner.Stop(ctx) }
+
+// WaitRun waits until the run stops moving on its own: it ended
+// (succeeded, failed, cancelled), or it is interrupted and waits for an
+// operator (manual recovery). It returns the run as then stored.
+func (e *Engine) WaitRun(ctx context.Context, runID string) (*starflowtype.Run, error) {
+	const poll = 250 * time.Millisecond
+	for {
+		e.mu.Lock()
+		ch := e.changed
+		e.mu.Unlock()
+		run, err := e.store.GetRun(ctx, &state.GetRunParams{ID: runID})
+		if err != nil {
+			return nil, err
+		}
+		if Settled(run) {
+			return run, nil
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return run, ctx.Err()
+		case <-ch:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// Settled reports whether a run will not move again without an operator or
+// an external wake: a terminal status, or interrupted and not queued.
+func Settled(run *starflowtype.Run) bool {
+	return run.Status.Terminal() ||
+		(run.Status == starflowtype.RunInterrupted && run.ClaimState != starflowtype.ClaimQueued)
+}
+
+func (e *Engine) broadcast() {
+	e.mu.Lock()
+	close(e.changed)
+	e.changed = make(chan struct{})
+	e.mu.Unlock()
+}
+
+func encodeInput(input any) (json.RawMessage, error) {
+	switch x := input.(type) {
+	case nil:
+		return json.RawMessage(`{}`), nil
+	case json.RawMessage:
+		if len(x) == 0 {
+			return json.RawMessage(`{}`), nil
+		}
+		return x, nil
+	case []byte:
+		return json.RawMessage(x), nil
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return nil, fmt.Errorf("input does not encode as JSON: %w", err)
+		}
+		return b, nil
+	}
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}
