@@ -32,8 +32,12 @@ func benchDefinition() []byte {
 // ledger writes, checkpoints) on a SQLite file with the default settings.
 // Reports steps/s and ns/step; compare with BenchmarkSQLiteRawFloor20.
 func BenchmarkSQLiteContextSet20(b *testing.B) {
+	forEachSync(b, benchEngine)
+}
+
+func benchEngine(b *testing.B, sync string) {
 	ctx := context.Background()
-	store := openBenchStore(b)
+	store := openBenchStore(b, sync)
 	eng, err := starflow.New(starflow.Config{Store: store, Concurrency: 1, Logger: quietLogger()})
 	if err != nil {
 		b.Fatal(err)
@@ -67,8 +71,12 @@ func BenchmarkSQLiteContextSet20(b *testing.B) {
 // SQL on the same connection settings and indexes, with no engine. It is
 // the floor the engine is measured against.
 func BenchmarkSQLiteRawFloor20(b *testing.B) {
+	forEachSync(b, benchFloor)
+}
+
+func benchFloor(b *testing.B, sync string) {
 	ctx := context.Background()
-	store := openBenchStore(b)
+	store := openBenchStore(b, sync)
 	db := store.DB()
 	defID := uuid.NewString()
 	if _, err := db.ExecContext(ctx, `INSERT INTO workflow_definitions (id, name, revision, spec_json) VALUES (?, 'floor', 'r', '{}')`, defID); err != nil {
@@ -173,9 +181,19 @@ func reportSteps(b *testing.B, elapsed time.Duration) {
 	b.ReportMetric(float64(elapsed.Nanoseconds())/steps, "ns/step")
 }
 
-func openBenchStore(b *testing.B) *sqlitestore.Store {
+// forEachSync runs fn as one sub-benchmark per PRAGMA synchronous level:
+// FULL (the default; every commit waits for fsync, so disk latency
+// dominates) and NORMAL (WAL without fsync per commit, which shows the
+// engine's own cost).
+func forEachSync(b *testing.B, fn func(b *testing.B, sync string)) {
+	for _, sync := range []string{sqlitestore.SynchronousFull, sqlitestore.SynchronousNormal} {
+		b.Run("sync="+sync, func(b *testing.B) { fn(b, sync) })
+	}
+}
+
+func openBenchStore(b *testing.B, sync string) *sqlitestore.Store {
 	b.Helper()
-	s, err := sqlitestore.Open(sqlitestore.Config{Path: filepath.Join(b.TempDir(), "bench.db")})
+	s, err := sqlitestore.Open(sqlitestore.Config{Path: filepath.Join(b.TempDir(), "bench.db"), Synchronous: sync})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -490,7 +490,11 @@ func TestGracefulStopReleasesLeaseAndAnotherRunnerContinues(t *testing.T) {
 	if err := h.eng.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	src := "name: graceful\nsteps:\n  - id: first\n    record: {label: a}\n  - id: wait\n    hold: {}\n  - id: last\n    record: {label: b}\n"
+	// price is a double with an integral value: after the restore it must
+	// still be a double, or the subtraction below has no overload.
+	src := "name: graceful\nsteps:\n  - id: first\n    record: {label: a}\n" +
+		"  - id: price\n    context_set: {price: \"${{ 980.0 }}\"}\n" +
+		"  - id: wait\n    hold: {}\n  - id: last\n    record: {label: \"${{ string(variables.price - 0.5) }}\"}\n"
 	d := h.apply(src)
 	run, err := h.eng.Enqueue(context.Background(), d.Name, nil, nil)
 	if err != nil {
@@ -525,6 +529,9 @@ func TestGracefulStopReleasesLeaseAndAnotherRunnerContinues(t *testing.T) {
 	final, err := eng2.WaitRun(wctx, run.ID)
 	if err != nil || final.Status != starflowtype.RunSucceeded {
 		t.Fatalf("final %v %v", final.Status, err)
+	}
+	if string(final.Output) != `"ok"` {
+		t.Fatalf("output %s", final.Output)
 	}
 	if n2.Load() != 1 {
 		t.Fatalf("second runner executed record %d times, want 1 (first was checkpointed)", n2.Load())

@@ -12,8 +12,8 @@ import (
 
 	"github.com/starflow/starflow/internal/engine"
 	"github.com/starflow/starflow/internal/expr"
+	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/internal/runner"
-	"github.com/starflow/starflow/internal/steps"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/step"
@@ -196,7 +196,7 @@ func (e *Engine) Enqueue(ctx context.Context, name string, input any, opts *Enqu
 	if err != nil {
 		return nil, err
 	}
-	decoded, err := steps.DecodeJSON(raw)
+	decoded, err := jsonvalue.Decode(raw)
 	if err != nil {
 		return nil, fmt.Errorf("input is not JSON: %w", err)
 	}
@@ -299,6 +299,9 @@ func encodeInput(input any) (json.RawMessage, error) {
 		b, err := json.Marshal(x)
 		if err != nil {
 			return nil, fmt.Errorf("input does not encode as JSON: %w", err)
+		}
+		if string(b) == "null" { // a typed nil (e.g. map[string]any(nil))
+			return json.RawMessage(`{}`), nil
 		}
 		return b, nil
 	}

@@ -120,3 +120,17 @@ func TestCLIFailures(t *testing.T) {
 		}
 	}
 }
+
+func TestCLIMissingSecretFailsBeforeEnqueue(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "s.yaml", "name: s\nsecrets: [STARFLOW_TEST_NO_SUCH_SECRET]\nsteps:\n  - id: a\n    context_set: {x: 1}\n")
+	r := starflowCmd(t, dir, nil, "run", "s.yaml", "--db", "s.db")
+	if r.code != 1 || !strings.Contains(r.stderr, "needs secret STARFLOW_TEST_NO_SUCH_SECRET") {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	list := starflowCmd(t, dir, nil, "runs", "list", "--db", "s.db", "--json")
+	if strings.TrimSpace(list.stdout) != "[]" {
+		t.Fatalf("a run was enqueued: %s", list.stdout)
+	}
+}

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/workflow"
 )
 
@@ -48,6 +51,15 @@ step. Prints the run id; exits 0 when the run succeeded and 1 with the error whe
 			if err != nil {
 				return err
 			}
+			parsed, err := eng.Parse(args[0], src)
+			if err != nil {
+				return validationExit(err)
+			}
+			for _, name := range parsed.Secrets {
+				if _, ok := os.LookupEnv(name); !ok {
+					return fmt.Errorf("the workflow needs secret %s: set the environment variable %s", name, name)
+				}
+			}
 			def, err := eng.Apply(ctx, args[0], src)
 			if err != nil {
 				return validationExit(err)
@@ -58,7 +70,6 @@ step. Prints the run id; exits 0 when the run succeeded and 1 with the error whe
 			if err != nil {
 				return err
 			}
-			parsed, _ := eng.Parse(args[0], src)
 			p := newProgress(os.Stdout, store, run.ID, len(parsed.Steps))
 			p.header(def.Name, def.Revision)
 			if err := eng.Start(ctx); err != nil {
@@ -69,14 +80,27 @@ step. Prints the run id; exits 0 when the run succeeded and 1 with the error whe
 			go func() { defer close(followDone); p.follow(followCtx) }()
 
 			final, waitErr := eng.WaitRun(ctx, run.ID)
-			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			grace := 10 * time.Second
+			if waitErr != nil {
+				// Interrupted (Ctrl-C, SIGTERM): a second signal kills at
+				// once; the step in flight gets a short grace, then the
+				// lease is released so a worker can continue the run.
+				signal.Reset(os.Interrupt, syscall.SIGTERM)
+				grace = 2 * time.Second
+			}
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 			_ = eng.Stop(stopCtx)
 			cancel()
 			stopFollow()
 			<-followDone
 			if waitErr != nil {
+				if r, err := store.GetRun(context.WithoutCancel(ctx), &state.GetRunParams{ID: run.ID}); err == nil && starflow.Settled(r) {
+					final, waitErr = r, nil
+				}
+			}
+			if waitErr != nil {
 				p.finish(nil)
-				return &exitError{code: 130, msg: fmt.Sprintf("interrupted; run %s was released and continues with the next runner (starflow worker)", run.ID)}
+				return &exitError{code: 130, msg: fmt.Sprintf("interrupted; run %s was released and will continue on the next runner (starflow worker --db …)", run.ID)}
 			}
 			p.finish(final)
 			switch final.Status {

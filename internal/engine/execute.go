@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/internal/redact"
-	"github.com/starflow/starflow/internal/steps"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/step"
@@ -114,7 +114,7 @@ func (rs *runState) execute(ctx context.Context) (any, error) {
 	rs.led.red = redact.New(values...)
 	input := any(map[string]any{})
 	if len(rs.run.Input) > 0 && string(rs.run.Input) != "null" {
-		if input, err = steps.DecodeJSON(rs.run.Input); err != nil {
+		if input, err = jsonvalue.Decode(rs.run.Input); err != nil {
 			return nil, step.Permanent(fmt.Errorf("run input is not JSON: %w", err))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/internal/steps"
 	"github.com/starflow/starflow/step"
 	"github.com/starflow/starflow/workflow"
@@ -151,11 +152,11 @@ func (rs *runState) custom(ctx context.Context, scope string, s *workflow.Step, 
 	}
 	// Normalise to plain JSON values so CEL and checkpoints see the same
 	// thing a resumed run will restore.
-	b, merr := json.Marshal(out)
+	b, merr := jsonvalue.Encode(out)
 	if merr != nil {
 		return nil, step.Permanent(fmt.Errorf("step output does not encode as JSON: %w", merr))
 	}
-	return steps.DecodeJSON(b)
+	return jsonvalue.Decode(b)
 }
 
 // callHandler runs a handler, turning a panic into a permanent step error

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/starflow/starflow/internal/steps"
+	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/step"
 	"github.com/starflow/starflow/workflow"
@@ -195,13 +195,13 @@ func (rs *runState) apply(stepID string, out any, delta map[string]any) {
 
 // restore applies a checkpoint instead of executing the step.
 func (rs *runState) restore(s *workflow.Step, cp *starflowtype.Checkpoint) (any, error) {
-	out, err := steps.DecodeJSON(cp.Output)
+	out, err := jsonvalue.Decode(cp.Output)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint of step %s: output: %w", s.ID, err)
 	}
 	var delta map[string]any
 	if len(cp.Context) > 0 {
-		d, err := steps.DecodeJSON(cp.Context)
+		d, err := jsonvalue.Decode(cp.Context)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint of step %s: context: %w", s.ID, err)
 		}

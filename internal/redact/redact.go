@@ -3,7 +3,7 @@
 // standard and URL alphabets, padded and not; URL query and path escaping;
 // JSON string escaping), is replaced by "***" wherever it appears.
 //
-// Import rule: standard library only.
+// Import rule: standard library and internal/jsonvalue only.
 package redact
 
 import (
@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+
+	"github.com/starflow/starflow/internal/jsonvalue"
 )
 
 // Mask replaces a secret.
@@ -105,7 +107,7 @@ func (r *Redactor) Value(v any) any {
 // JSON marshals v after scrubbing it. A value that does not marshal yields
 // an error.
 func (r *Redactor) JSON(v any) (json.RawMessage, error) {
-	b, err := json.Marshal(r.Value(v))
+	b, err := jsonvalue.Encode(r.Value(v))
 	if err != nil {
 		return nil, err
 	}

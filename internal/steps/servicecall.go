@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/step"
 )
 
@@ -148,51 +149,11 @@ func decodeBody(contentType string, raw []byte) any {
 	}
 	mt, _, _ := mime.ParseMediaType(contentType)
 	if mt == "application/json" || strings.HasSuffix(mt, "+json") {
-		if v, err := DecodeJSON(raw); err == nil {
+		if v, err := jsonvalue.Decode(raw); err == nil {
 			return v
 		}
 	}
 	return string(raw)
-}
-
-// DecodeJSON decodes JSON with the spec's number rule: numbers without a
-// fraction or exponent become int64 (when they fit), others float64.
-func DecodeJSON(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("unexpected data after the JSON value")
-	}
-	return Numbers(v), nil
-}
-
-// Numbers converts json.Number values inside v to int64 or float64.
-func Numbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if !strings.ContainsAny(x.String(), ".eE") {
-			if i, err := x.Int64(); err == nil {
-				return i
-			}
-		}
-		f, _ := x.Float64()
-		return f
-	case []any:
-		for i := range x {
-			x[i] = Numbers(x[i])
-		}
-		return x
-	case map[string]any:
-		for k := range x {
-			x[k] = Numbers(x[k])
-		}
-		return x
-	}
-	return v
 }
 
 func snippet(b []byte) string {

@@ -1,0 +1,24 @@
+package jsonvalue
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestRoundTripKeepsTypes(t *testing.T) {
+	in := map[string]any{"f": 980.0, "g": 2.5, "i": int64(980), "big": 1e21, "small": 1e-7, "l": []any{3.0, int64(3)}, "s": "x", "n": nil, "b": true}
+	raw, err := Encode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip changed values:\n in %#v\nout %#v\njson %s", in, out, raw)
+	}
+	if _, err := Decode([]byte(`1 2`)); err == nil {
+		t.Fatal("trailing data accepted")
+	}
+}
