@@ -1,8 +1,17 @@
 // Package workflow is the definition format of SPEC §2: the model, parsing
 // of YAML and JSON with line/column positions kept, validation whose errors
 // name file:line:column, the canonical JSON form and its sha256 revision,
-// and the JSON Schema published by `starflow schema`.
+// the JSON Schema published by `starflow schema`, and the check of a run
+// input against a definition's input_schema.
 //
-// Import rule: imports the standard library, starflowtype, internal/expr
-// and the YAML library; never the engine or a store.
+// Parse reads JSON through the YAML parser (after rewriting the few JSON
+// escapes YAML lacks), so both formats give positions. It reports every
+// problem it finds as an *Errors sorted by position; expression errors
+// wrap the *expr.SyntaxError (errors.Is(err, expr.ErrTooCostly) tells a
+// cost-limit rejection).
+//
+// Import rule: imports the standard library, internal/expr, the YAML
+// library (go.yaml.in/yaml/v3) and the JSON Schema library
+// (santhosh-tekuri/jsonschema/v6, with golang.org/x/text for its
+// messages); never the engine or a store.
 package workflow

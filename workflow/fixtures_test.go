@@ -1,5 +1,7 @@
 package workflow
 
+import "strings"
+
 // Definitions shared by the tests, the schema test and the fuzz seeds.
 
 // testOpts registers two custom step types, notify and charge_card.
@@ -198,6 +200,9 @@ var invalidCases = []invalidCase{
 	{"unknown anchor", "name: a\noutput: *nope\n" + okSteps, "t.yaml:2:9: ", "unknown anchor \"nope\""},
 	{"merge of a scalar", "name: a\nsteps:\n  - <<: 3\n    id: a\n    fail: {message: x}\n", "t.yaml:3:9: ", "the value of << must be a mapping"},
 	{"alias cycle", "name: a\noutput: &x [1, *x]\n" + okSteps, "t.yaml:2:16: ", "alias *x refers to a value that contains it"},
+	{"key too long", "name: a\noutput: {" + strings.Repeat("k", 1023) + ": 1}\n" + okSteps, "t.yaml:2:10: ", "key is too long: 1025 characters as JSON writes it, the limit is 1024"},
+	{"key too long escaped", "name: a\noutput: {\"" + strings.Repeat("&", 200) + "\": 1}\n" + okSteps, "t.yaml:2:10: ", "key is too long: 1202 characters"},
+	{"too deep", "name: a\noutput: " + strings.Repeat("[", 600) + strings.Repeat("]", 600) + "\n" + okSteps, "t.yaml:2:", "values nest more than 500 levels deep"},
 	{"billion laughs", laughs, "t.yaml:", "has more than 100000 values"},
 }
 

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,9 +28,18 @@ type ParseOptions struct {
 	Expr *expr.Env
 }
 
-// MaxNodes bounds the number of YAML nodes a definition may expand to,
-// aliases expanded (the "billion laughs" defence).
-const MaxNodes = 100_000
+// Limits of a definition's shape.
+const (
+	// MaxNodes bounds the number of values a definition may expand to,
+	// aliases expanded (the "billion laughs" defence).
+	MaxNodes = 100_000
+	// MaxDepth bounds how deep values nest.
+	MaxDepth = 500
+	// MaxKeyLength bounds a mapping key as JSON writes it, quotes and
+	// escapes included: YAML reads no longer implicit key, and the
+	// canonical form must read back.
+	MaxKeyLength = 1024
+)
 
 // Parse parses a definition written in YAML or JSON (JSON is read by the
 // same parser, so both formats give positions) and validates it. filename
@@ -384,6 +394,7 @@ func (n *vnode) value() any {
 type reader struct {
 	errs   *errorList
 	nodes  int
+	depth  int
 	tooBig bool
 	active map[*yaml.Node]bool // anchored nodes being expanded
 }
@@ -401,6 +412,13 @@ func (r *reader) value(n *yaml.Node) *vnode {
 		r.errs.add(pos, nil, "the definition has more than %d values (counting those YAML aliases repeat)", MaxNodes)
 		return invalid
 	}
+	if r.depth >= MaxDepth {
+		r.tooBig = true
+		r.errs.add(pos, nil, "values nest more than %d levels deep", MaxDepth)
+		return invalid
+	}
+	r.depth++
+	defer func() { r.depth-- }()
 	if n.Anchor != "" {
 		if r.active[n] {
 			r.errs.add(pos, nil, "alias refers to a value that contains it")
@@ -467,6 +485,10 @@ func (r *reader) mapping(n *yaml.Node, pos Pos) *vnode {
 			r.errs.add(kpos, nil, "key is not valid UTF-8")
 			continue
 		}
+		if n := keyLength(k.Value); n > MaxKeyLength {
+			r.errs.add(kpos, nil, "key is too long: %d characters as JSON writes it, the limit is %d", n, MaxKeyLength)
+			continue
+		}
 		if first, dup := seen[k.Value]; dup {
 			r.errs.add(kpos, nil, "duplicate key %q (first at line %d)", k.Value, first.Line)
 			continue
@@ -496,6 +518,16 @@ func (r *reader) mapping(n *yaml.Node, pos Pos) *vnode {
 		}
 	}
 	return v
+}
+
+// keyLength is the length in characters of key as the canonical form
+// writes it.
+func keyLength(key string) int {
+	if len(key) < MaxKeyLength/6-2 {
+		return len(key) + 2 // short enough whatever the escapes
+	}
+	b, _ := json.Marshal(key)
+	return utf8.RuneCount(yamlSafe(b))
 }
 
 var digitsOnly = regexp.MustCompile(`^[-+]?[0-9_]+$`)

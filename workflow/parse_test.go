@@ -419,3 +419,19 @@ func TestValidID(t *testing.T) {
 		t.Error("IsStepField")
 	}
 }
+
+// TestKeyLengthLimit: the longest key accepted reads back from the
+// canonical form (YAML reads implicit keys of up to 1024 characters).
+func TestKeyLengthLimit(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{strings.Repeat("k", MaxKeyLength-2), strings.Repeat("&", (MaxKeyLength-2)/6)} {
+		src := "name: a\noutput:\n  \"" + key + "\": 1\n" + okSteps
+		d, err := Parse("k.yaml", []byte(src), ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse("k.json", d.Canonical(), ParseOptions{}); err != nil {
+			t.Fatalf("canonical form: %v", err)
+		}
+	}
+}
