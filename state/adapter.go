@@ -39,7 +39,11 @@ type Adapter interface {
 	// newest when Revision is empty). ErrNotFound when none matches.
 	GetDefinition(ctx context.Context, p *GetDefinitionParams) (*starflowtype.Definition, error)
 
-	// EnqueueRun inserts a queued run and its run_queued event.
+	// EnqueueRun inserts a queued run and its run_queued event. With an
+	// IdempotencyKey it first writes an idempotency_receipts row in the same
+	// transaction: when an unexpired receipt for (workspace, key) exists, no
+	// run is inserted and the receipt's run is returned instead (its ID then
+	// differs from p.ID), so concurrent duplicates yield exactly one run.
 	EnqueueRun(ctx context.Context, p *EnqueueRunParams) (*starflowtype.Run, error)
 	// ClaimRun atomically claims the best available run (highest priority,
 	// then oldest available_at) whose pool matches: claim_state → claimed,
@@ -89,6 +93,19 @@ type Adapter interface {
 	// claim_state queued, available now, leased_by/lease_until cleared; the
 	// next claim bumps the epoch.
 	ClearLease(ctx context.Context, p *ClearLeaseParams) error
+
+	// ExpireOldLeases is the lease sweep (seed 000's expireOldLeases): every
+	// run whose claim_state is claimed or running and whose lease_until is
+	// before the database's now becomes interrupted/abandoned with a
+	// runner_lost event, and then the retry policy applies: recovery mode
+	// replay or resume with attempt < max_attempts re-queues it (claim_state
+	// queued, attempt + 1, available_at = now + p.Backoff(attempt),
+	// run_interrupted event); manual leaves it interrupted for an operator;
+	// exhausted attempts fail it dead-lettered (run_failed,
+	// run_dead_lettered). Runs locked by another transaction are skipped
+	// (they are swept next time). Paused runs hold no lease and are never
+	// touched. Returns the runs it changed, as written.
+	ExpireOldLeases(ctx context.Context, p *ExpireOldLeasesParams) ([]*starflowtype.Run, error)
 
 	// GetRun reads one run. ErrNotFound when absent.
 	GetRun(ctx context.Context, p *GetRunParams) (*starflowtype.Run, error)
@@ -144,7 +161,25 @@ type EnqueueRunParams struct {
 	TriggerType      starflowtype.TriggerType
 	ParentRunID      string
 	IdempotencyKey   string
-	Input            json.RawMessage
+	// IdempotencyTTL is how long the receipt holds. Default
+	// IdempotencyTTLDefault.
+	IdempotencyTTL time.Duration
+	Input          json.RawMessage
+}
+
+// IdempotencyTTLDefault is how long an idempotency receipt holds.
+const IdempotencyTTLDefault = 24 * time.Hour
+
+// ExpireOldLeasesParams configures one sweep pass.
+type ExpireOldLeasesParams struct {
+	// Reason is the runs' error and the runner_lost payload's reason.
+	// Default "runner_lost".
+	Reason string
+	// Backoff gives the delay before attempt+1 given the attempt that was
+	// lost. Default: none (available at once).
+	Backoff func(attempt int) time.Duration
+	// Limit bounds the runs changed in one pass. Default 500.
+	Limit int
 }
 
 // ClaimRunParams claims one run for RunnerID.

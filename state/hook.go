@@ -2,17 +2,35 @@ package state
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/starflow/starflow/starflowtype"
 )
 
 // Tx is the open transaction of one adapter write, handed to hooks so they
-// can add rows that commit or roll back with it. *sql.Tx satisfies it.
+// can add rows that commit or roll back with it. It is driver-neutral:
+// SQLite adapts a *sql.Tx, PostgreSQL a pgx.Tx. Placeholders are the
+// dialect's own ("?" on SQLite, "$1" on PostgreSQL).
 type Tx interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	// Exec runs a statement and returns the number of rows it affected.
+	Exec(ctx context.Context, query string, args ...any) (int64, error)
+	// Query runs a query returning rows; the caller closes them.
+	Query(ctx context.Context, query string, args ...any) (Rows, error)
+	// QueryRow runs a query expected to return at most one row; Scan
+	// returns ErrNoRows (of the driver) when there is none.
+	QueryRow(ctx context.Context, query string, args ...any) Row
+}
+
+// Row is one result row.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Rows is a result set.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
 }
 
 // Change describes what one adapter write did, as of the end of its
@@ -20,17 +38,21 @@ type Tx interface {
 // not touch a run, such as PutDefinition); Steps and Events are the rows the
 // write upserted or appended.
 type Change struct {
-	Op     string // the Adapter method, e.g. "OnNodeComplete"
-	RunID  string
-	Run    *starflowtype.Run
+	Op    string // the Adapter method, e.g. "OnNodeComplete"
+	RunID string
+	Run   *starflowtype.Run
+	// Runs lists every run the write changed when it changed several (the
+	// lease sweep); Run and RunID are then empty.
+	Runs   []*starflowtype.Run
 	Steps  []*starflowtype.Step
 	Events []*starflowtype.Event
 }
 
-// TxHook runs inside every write transaction of an adapter, after the
-// adapter's own writes and before commit. An error rolls the whole
-// transaction back and is returned by the adapter method. Dialect is the
-// adapter's Capabilities().Dialect, so a hook can write SQL that fits.
+// TxHook runs inside every write transaction of an adapter that wrote
+// something, after the adapter's own writes and before commit. An error
+// rolls the whole transaction back and is returned by the adapter method.
+// Dialect is the adapter's Capabilities().Dialect, so a hook can write SQL
+// that fits.
 //
 // This is the seam through which the mirror adapter appends mirror_outbox
 // rows in the same transaction as the cold write they mirror (SPEC §8).

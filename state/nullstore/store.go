@@ -98,6 +98,11 @@ func (*Store) ClaimRun(context.Context, *state.ClaimRunParams) (*starflowtype.Ru
 	return nil, nil
 }
 
+// ExpireOldLeases implements state.Adapter: no run holds a lease here.
+func (*Store) ExpireOldLeases(context.Context, *state.ExpireOldLeasesParams) ([]*starflowtype.Run, error) {
+	return nil, nil
+}
+
 // OnRunStart implements state.Adapter. It returns the run as the write
 // describes it (running, leased by p.Lease) and keeps nothing.
 func (*Store) OnRunStart(_ context.Context, p *state.RunStartParams) (*starflowtype.Run, error) {

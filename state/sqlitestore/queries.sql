@@ -255,3 +255,40 @@ SELECT run_id, scope_path, step_id, attempt, context_json, outputs_json,
   FROM workflow_run_checkpoints
  WHERE run_id = ? AND (? = 0 OR attempt = ?)
  ORDER BY created_at, rowid;
+
+-- name: upsert_receipt
+-- Takes the key unless an unexpired receipt holds it.
+INSERT INTO idempotency_receipts (workspace_id, key, run_id, expires_at)
+VALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ','now', ?4))
+ON CONFLICT (workspace_id, key) DO UPDATE
+   SET run_id = excluded.run_id, created_at = excluded.created_at, expires_at = excluded.expires_at
+ WHERE idempotency_receipts.expires_at < strftime('%Y-%m-%dT%H:%M:%fZ','now');
+
+-- name: receipt_run
+SELECT run_id FROM idempotency_receipts WHERE workspace_id = ? AND key = ?;
+
+-- name: expired_leases
+SELECT id, workspace_id, env, attempt, max_attempts, recovery_mode, coalesce(leased_by, ''), lease_epoch
+  FROM workflow_runs
+ WHERE lease_until < strftime('%Y-%m-%dT%H:%M:%fZ','now')
+   AND claim_state IN ('claimed', 'running')
+ ORDER BY lease_until
+ LIMIT ?;
+
+-- name: run_lost
+UPDATE workflow_runs
+   SET status      = 'interrupted',
+       claim_state = 'abandoned',
+       error       = ?,
+       leased_by   = NULL,
+       lease_until = NULL,
+       updated_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?;
+
+-- name: run_lost_requeue
+UPDATE workflow_runs
+   SET claim_state  = 'queued',
+       attempt      = attempt + 1,
+       available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?),
+       updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?;

@@ -63,7 +63,7 @@ func (s *Store) inTx(ctx context.Context, op, runID string, readRun bool, fn fun
 		}
 	}
 	for _, h := range hooks {
-		if err := h(ctx, tx, "sqlite", t.ch); err != nil {
+		if err := h(ctx, state.SQLTx(tx), "sqlite", t.ch); err != nil {
 			_ = tx.Rollback()
 			return nil, fmt.Errorf("hook: %w", err)
 		}
@@ -156,6 +156,25 @@ func (s *Store) EnqueueRun(ctx context.Context, p *state.EnqueueRunParams) (*sta
 	}
 	m := runMeta{workspace: orDefault(p.WorkspaceID, state.DefaultWorkspace), env: orDefault(p.Env, state.DefaultEnv), attempt: 1}
 	run, err := s.inTx(ctx, "EnqueueRun", id, true, func(t *txn) error {
+		if p.IdempotencyKey != "" {
+			ttl := p.IdempotencyTTL
+			if ttl <= 0 {
+				ttl = state.IdempotencyTTLDefault
+			}
+			if _, err := t.tx.ExecContext(ctx, q("upsert_receipt"), m.workspace, p.IdempotencyKey, id, sqliteOffset(ttl)); err != nil {
+				return translate(err)
+			}
+			var holder string
+			if err := t.tx.QueryRowContext(ctx, q("receipt_run"), m.workspace, p.IdempotencyKey).Scan(&holder); err != nil {
+				return translate(err)
+			}
+			if holder != id {
+				// A duplicate: nothing is written and the first run answers.
+				t.ch.RunID = holder
+				t.idle = true
+				return nil
+			}
+		}
 		_, err := t.tx.ExecContext(ctx, q("insert_run"), id, m.workspace, m.env, nullString(p.DefinitionID),
 			p.WorkflowName, p.WorkflowRevision, p.WorkflowName, nullString(p.RunnerPool), p.Priority,
 			maxAttempts, sqliteOffset(p.Delay), string(mode), string(trigger), nullString(p.ParentRunID),

@@ -59,10 +59,10 @@ func (r *recorder) hook(ctx context.Context, tx state.Tx, dialect string, ch *st
 // writeRow creates hookTable if needed, records which rows are visible,
 // and inserts one row for ch.
 func (r *recorder) writeRow(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) error {
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+hookTable+` (op TEXT NOT NULL, run_id TEXT NOT NULL)`); err != nil {
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+hookTable+` (op TEXT NOT NULL, run_id TEXT NOT NULL)`); err != nil {
 		return fmt.Errorf("create %s: %w", hookTable, err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT op FROM `+hookTable)
+	rows, err := tx.Query(ctx, `SELECT op FROM `+hookTable)
 	if err != nil {
 		return fmt.Errorf("select from %s: %w", hookTable, err)
 	}
@@ -75,16 +75,14 @@ func (r *recorder) writeRow(ctx context.Context, tx state.Tx, dialect string, ch
 		}
 		ops = append(ops, op)
 	}
-	if err := rows.Close(); err != nil {
-		return err
-	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
 	slices.Sort(ops)
 	r.seen[ch.Op] = ops
 	q := `INSERT INTO ` + hookTable + ` (op, run_id) VALUES (` + placeholder(dialect, 1) + `, ` + placeholder(dialect, 2) + `)`
-	if _, err := tx.ExecContext(ctx, q, ch.Op, ch.RunID); err != nil {
+	if _, err := tx.Exec(ctx, q, ch.Op, ch.RunID); err != nil {
 		return fmt.Errorf("insert into %s: %w", hookTable, err)
 	}
 	return nil

@@ -58,6 +58,8 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("RunError", s.testRunError)
 	t.Run("ClearLease", s.testClearLease)
 	t.Run("Phase", s.testPhase)
+	t.Run("IdempotentEnqueue", s.testIdempotentEnqueue)
+	t.Run("ExpireOldLeases", s.testExpireOldLeases)
 	t.Run("Hooks", s.testHooks)
 	t.Run("Lists", s.testLists)
 	t.Run("Durability", s.testDurability)
