@@ -51,6 +51,10 @@ type Env struct {
 	limits Limits
 	mu     sync.Mutex
 	cache  map[string]cel.Program
+	// compiling serialises compilation: cel-go v0.33's checker races on
+	// its lazily built symbol catalog when one cel.Env checks several
+	// expressions at once (found by go test -race).
+	compiling sync.Mutex
 }
 
 // NewEnv returns an environment with the given limits (zero fields take
@@ -96,6 +100,8 @@ func (e *Env) Compile(src string) (cel.Program, error) {
 	if strings.TrimSpace(src) == "" {
 		return nil, errors.New("empty expression")
 	}
+	e.compiling.Lock()
+	defer e.compiling.Unlock()
 	ast, iss := e.env.Compile(src)
 	if iss.Err() != nil {
 		return nil, fmt.Errorf("%s", oneLine(iss.Err().Error()))
