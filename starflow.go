@@ -13,6 +13,7 @@ import (
 	"github.com/starflow/starflow/internal/engine"
 	"github.com/starflow/starflow/internal/expr"
 	"github.com/starflow/starflow/internal/jsonvalue"
+	"github.com/starflow/starflow/internal/maintenance"
 	"github.com/starflow/starflow/internal/runner"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
@@ -38,6 +39,14 @@ type Config struct {
 	// (default 200 ms) and Concurrency (default 8) tune the runner.
 	LeaseTTL, Heartbeat, PollInterval time.Duration
 	Concurrency                       int
+
+	// NoRunner disables the in-process runner (a `starflow server` that
+	// only does maintenance and serves the API).
+	NoRunner bool
+	// Maintenance runs the lease sweep in this process: one pass at Start
+	// (boot reconciliation) and one every SweepInterval (default 30 s).
+	Maintenance   bool
+	SweepInterval time.Duration
 
 	// StepTimeout is the default timeout of one step try. Default 30 s.
 	StepTimeout time.Duration
@@ -86,6 +95,10 @@ type Engine struct {
 	registry *engine.Registry
 	engine   *engine.Engine
 	runner   *runner.Runner
+	sweep    *maintenance.LeaseSweep
+
+	listenCancel context.CancelFunc
+	listenDone   chan struct{}
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced whenever a run execution ends
@@ -140,7 +153,18 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.sweep = maintenance.NewLeaseSweep(cfg.Store, maintenance.SweepConfig{
+		Interval: cfg.SweepInterval, RetryMin: cfg.RunRetryMin, RetryMax: cfg.RunRetryMax,
+		Logger: cfg.Logger, OnRequeue: e.runner.Notify,
+	})
 	return e, nil
+}
+
+// Listener is implemented by stores that can push "new work" signals
+// across processes (PostgreSQL LISTEN/NOTIFY). Listen blocks until ctx is
+// done, calling onNotify for every signal.
+type Listener interface {
+	Listen(ctx context.Context, onNotify func()) error
 }
 
 // Store returns the engine's cold store.
@@ -234,13 +258,50 @@ func (e *Engine) Enqueue(ctx context.Context, name string, input any, opts *Enqu
 	return run, nil
 }
 
-// Start starts the in-process runner; it returns at once.
-func (e *Engine) Start(ctx context.Context) error { return e.runner.Start(ctx) }
+// Start starts the in-process runner (unless NoRunner) and, with
+// Maintenance, the lease sweep, whose first pass runs at once. It returns
+// at once. When the store is a Listener, new work signalled by other
+// processes wakes the runner without waiting for a poll.
+func (e *Engine) Start(ctx context.Context) error {
+	if e.cfg.Maintenance {
+		if err := e.sweep.Start(ctx); err != nil {
+			return err
+		}
+	}
+	if e.cfg.NoRunner {
+		return nil
+	}
+	if l, ok := e.store.(Listener); ok {
+		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		e.listenCancel, e.listenDone = cancel, make(chan struct{})
+		go func() {
+			defer close(e.listenDone)
+			if err := l.Listen(lctx, e.runner.Notify); err != nil && lctx.Err() == nil {
+				e.cfg.Logger.Warn("listening for new work failed; polling only", "error", err)
+			}
+		}()
+	}
+	return e.runner.Start(ctx)
+}
 
 // Stop stops claiming, lets runs in flight finish until ctx is done, then
 // releases the leases of those still running so another runner continues
-// them at once.
-func (e *Engine) Stop(ctx context.Context) error { return e.runner.Stop(ctx) }
+// them at once; it also stops the sweep. Safe to call twice.
+func (e *Engine) Stop(ctx context.Context) error {
+	err := e.runner.Stop(ctx)
+	if e.listenCancel != nil {
+		e.listenCancel()
+		<-e.listenDone
+		e.listenCancel = nil
+	}
+	return errors.Join(err, e.sweep.Stop(ctx))
+}
+
+// Sweep runs one lease-sweep pass now and returns the runs it interrupted
+// (re-queued, held for an operator, or dead-lettered).
+func (e *Engine) Sweep(ctx context.Context) ([]*starflowtype.Run, error) {
+	return e.sweep.Pass(ctx)
+}
 
 // WaitRun waits until the run stops moving on its own: it ended
 // (succeeded, failed, cancelled), or it is interrupted and waits for an

@@ -102,47 +102,149 @@ func newMigrateCmd(g *globalFlags) *cobra.Command {
 	}
 }
 
+// processFlags are the tunables of the long-running processes (worker,
+// server, dev).
+type processFlags struct {
+	pools, allowEnv                              []string
+	leaseTTL, heartbeat, poll, grace, sweepEvery time.Duration
+	concurrency                                  int
+}
+
+func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
+	if runner {
+		cmd.Flags().StringSliceVar(&f.pools, "pool", nil, "runner pools to serve (repeatable); runs with no pool are always served")
+		cmd.Flags().StringSliceVar(&f.allowEnv, "allow-env", nil, "environment variables expressions may read as env.NAME")
+		cmd.Flags().DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Second, "lease time to live")
+		cmd.Flags().DurationVar(&f.heartbeat, "heartbeat", 10*time.Second, "lease refresh interval")
+		cmd.Flags().DurationVar(&f.poll, "poll-interval", 200*time.Millisecond, "how often an idle runner looks for work when no signal arrives")
+		cmd.Flags().DurationVar(&f.grace, "grace", 20*time.Second, "how long runs in flight may finish after SIGTERM before their leases are released")
+		cmd.Flags().IntVar(&f.concurrency, "concurrency", 8, "runs executed at once")
+	}
+	if maintenance {
+		cmd.Flags().DurationVar(&f.sweepEvery, "sweep-interval", 30*time.Second, "lease sweep interval (one pass also runs at start)")
+	}
+}
+
+// serve runs an engine with cfg until SIGTERM/SIGINT, then stops it
+// gracefully.
+func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cfg starflow.Config) error {
+	ctx := cmd.Context()
+	store, err := g.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	cfg.Store = store
+	cfg.Logger = g.logger(os.Stderr)
+	cfg.Pools, cfg.AllowEnv = f.pools, f.allowEnv
+	cfg.LeaseTTL, cfg.Heartbeat, cfg.PollInterval, cfg.Concurrency = f.leaseTTL, f.heartbeat, f.poll, f.concurrency
+	cfg.SweepInterval = f.sweepEvery
+	eng, err := starflow.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := eng.Start(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "%s %s started on %s\n", what, eng.RunnerID(), redactURL(g.storeURL()))
+	<-ctx.Done()
+	signal.Reset(os.Interrupt, syscall.SIGTERM) // a second signal kills at once
+	fmt.Fprintf(os.Stderr, "%s %s stopping (grace %s)\n", what, eng.RunnerID(), f.grace)
+	stopCtx, cancel := contextWithTimeout(f.grace)
+	defer cancel()
+	return eng.Stop(stopCtx)
+}
+
 func newWorkerCmd(g *globalFlags) *cobra.Command {
-	var pools, allowEnv []string
-	var leaseTTL, heartbeat, poll, grace time.Duration
-	var concurrency int
+	f := &processFlags{}
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Claim and execute queued runs until stopped (SIGTERM/SIGINT stop it gracefully)",
+		Long: `A worker is a runner only: it claims queued runs, executes them under fenced leases and
+releases its leases on SIGTERM. Recovering the runs of dead workers (the lease sweep) is
+done by "starflow server" or "starflow dev".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.serve(cmd, g, "worker", starflow.Config{})
+		},
+	}
+	f.register(cmd, true, false)
+	return cmd
+}
+
+func newServerCmd(g *globalFlags) *cobra.Command {
+	f := &processFlags{}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run maintenance (the lease sweep) until stopped; the HTTP API joins it in a later version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.grace = 5 * time.Second
+			return f.serve(cmd, g, "server", starflow.Config{NoRunner: true, Maintenance: true})
+		},
+	}
+	f.register(cmd, false, true)
+	return cmd
+}
+
+func newDevCmd(g *globalFlags) *cobra.Command {
+	f := &processFlags{}
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Everything in one process on SQLite: a runner and maintenance (the lease sweep)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.serve(cmd, g, "dev", starflow.Config{Maintenance: true})
+		},
+	}
+	f.register(cmd, true, true)
+	return cmd
+}
+
+func newEnqueueCmd(g *globalFlags) *cobra.Command {
+	var input, key, mode, pool string
+	var delay time.Duration
+	var priority int
+	cmd := &cobra.Command{
+		Use:   "enqueue NAME",
+		Short: "Enqueue a run of an applied workflow and print its id",
+		Long: `Enqueue a run of the newest applied revision of workflow NAME. With --idempotency-key,
+a repeat (or a concurrent duplicate) creates no second run and prints the first run's id.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			in, err := readInput(input)
+			if err != nil {
+				return err
+			}
 			store, err := g.openStore(ctx)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			log := g.logger(os.Stderr)
-			eng, err := starflow.New(starflow.Config{
-				Store: store, Logger: log, Pools: pools, LeaseTTL: leaseTTL, Heartbeat: heartbeat,
-				PollInterval: poll, Concurrency: concurrency, AllowEnv: allowEnv,
-			})
+			eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr)})
 			if err != nil {
 				return err
 			}
-			if err := eng.Start(ctx); err != nil {
+			run, err := eng.Enqueue(ctx, args[0], in, &starflow.EnqueueOptions{
+				IdempotencyKey: key, RecoveryMode: starflowtype.RecoveryMode(mode), Pool: pool,
+				Delay: delay, Priority: priority, Trigger: starflowtype.TriggerCLI,
+			})
+			if err != nil {
+				if isNotFound(err) {
+					return fmt.Errorf("no workflow named %q has been applied to this store (starflow apply FILE)", args[0])
+				}
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "worker %s started on %s\n", eng.RunnerID(), redactURL(g.storeURL()))
-			<-ctx.Done()
-			signal.Reset(os.Interrupt, syscall.SIGTERM) // a second signal kills at once
-			fmt.Fprintf(os.Stderr, "worker %s stopping (grace %s)\n", eng.RunnerID(), grace)
-			stopCtx, cancel := contextWithTimeout(grace)
-			defer cancel()
-			return eng.Stop(stopCtx)
+			fmt.Println(run.ID)
+			return nil
 		},
 	}
-	cmd.Flags().StringSliceVar(&pools, "pool", nil, "runner pools to serve (repeatable); runs with no pool are always served")
-	cmd.Flags().StringSliceVar(&allowEnv, "allow-env", nil, "environment variables expressions may read as env.NAME")
-	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", 30*time.Second, "lease time to live")
-	cmd.Flags().DurationVar(&heartbeat, "heartbeat", 10*time.Second, "lease refresh interval")
-	cmd.Flags().DurationVar(&poll, "poll-interval", 200*time.Millisecond, "how often an idle worker looks for work")
-	cmd.Flags().DurationVar(&grace, "grace", 20*time.Second, "how long runs in flight may finish after SIGTERM before their leases are released")
-	cmd.Flags().IntVar(&concurrency, "concurrency", 8, "runs executed at once")
+	cmd.Flags().StringVar(&input, "input", "", "run input: a JSON object, or @FILE")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "makes the enqueue idempotent: a repeat returns the first run")
+	cmd.Flags().StringVar(&mode, "recovery-mode", "", "replay, resume or manual (default: the definition's)")
+	cmd.Flags().StringVar(&pool, "pool", "", "runner pool (default: the definition's runner_pool, or any)")
+	cmd.Flags().DurationVar(&delay, "delay", 0, "make the run available only after this long")
+	cmd.Flags().IntVar(&priority, "priority", 0, "higher is claimed first")
 	return cmd
 }

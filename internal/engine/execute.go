@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/starflow/starflow/internal/backoff"
 	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/internal/redact"
 	"github.com/starflow/starflow/starflowtype"
@@ -64,7 +65,7 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 		return rs.writeFailed(ctx, err)
 	}
 	retry := !step.IsPermanent(err)
-	delay := backoff(e.cfg.RunRetryMin, e.cfg.RunRetryMax, 2, run.Attempt)
+	delay := backoff.Exponential(e.cfg.RunRetryMin, e.cfg.RunRetryMax, 2, run.Attempt)
 	r, werr := led.runError(ctx, err, retry, delay)
 	if werr != nil {
 		return rs.writeFailed(ctx, werr)

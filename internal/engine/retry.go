@@ -1,10 +1,9 @@
 package engine
 
 import (
-	"math"
-	"math/rand/v2"
 	"time"
 
+	"github.com/starflow/starflow/internal/backoff"
 	"github.com/starflow/starflow/workflow"
 )
 
@@ -16,9 +15,6 @@ const (
 	StepBackoffDefault         = 2.0
 	StepMaxIntervalDefault     = time.Minute
 )
-
-// jitterFraction spreads each delay uniformly over ±20%.
-const jitterFraction = 0.2
 
 // retryPolicy is a resolved workflow.RetryPolicy.
 type retryPolicy struct {
@@ -55,15 +51,5 @@ func resolveRetry(s *workflow.Step, d *workflow.Definition) retryPolicy {
 
 // delay is the wait before try n+1 after try n failed (n ≥ 1).
 func (p retryPolicy) delay(n int) time.Duration {
-	return backoff(p.initial, p.max, p.backoff, n)
-}
-
-// backoff returns min(initial × factor^(n-1), max) with ±20% jitter.
-func backoff(initial, max time.Duration, factor float64, n int) time.Duration {
-	d := float64(initial) * math.Pow(factor, float64(n-1))
-	if d > float64(max) || math.IsInf(d, 0) || math.IsNaN(d) {
-		d = float64(max)
-	}
-	d *= 1 + jitterFraction*(2*rand.Float64()-1)
-	return time.Duration(d)
+	return backoff.Exponential(p.initial, p.max, p.backoff, n)
 }

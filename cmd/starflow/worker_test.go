@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestCLIEnqueueAndWorker: apply, enqueue (idempotently), and a real
+// `starflow worker` process executes the run; SIGTERM stops it with exit 0.
+func TestCLIEnqueueAndWorker(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "three.yaml", threeSteps)
+	if r := starflowCmd(t, dir, nil, "apply", "three.yaml", "--db", "w.db"); r.code != 0 {
+		t.Fatalf("apply: %s", r.stderr)
+	}
+	first := starflowCmd(t, dir, nil, "enqueue", "three", "--input", `{"n": 4}`, "--idempotency-key", "k1", "--db", "w.db")
+	again := starflowCmd(t, dir, nil, "enqueue", "three", "--input", `{"n": 4}`, "--idempotency-key", "k1", "--db", "w.db")
+	id := strings.TrimSpace(first.stdout)
+	if first.code != 0 || len(id) != 36 || strings.TrimSpace(again.stdout) != id {
+		t.Fatalf("enqueue: %q / %q %s %s", first.stdout, again.stdout, first.stderr, again.stderr)
+	}
+	if r := starflowCmd(t, dir, nil, "enqueue", "nope", "--db", "w.db"); r.code != 1 || !strings.Contains(r.stderr, `no workflow named "nope"`) {
+		t.Fatalf("unknown workflow: %d %s", r.code, r.stderr)
+	}
+
+	w := exec.Command(binary, "worker", "--db", "w.db", "--poll-interval", "50ms")
+	w.Dir = dir
+	w.Env = os.Environ()
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := starflowCmd(t, dir, nil, "runs", "show", id, "--db", "w.db", "--json")
+		if strings.Contains(r.stdout, `"status": "succeeded"`) {
+			if !strings.Contains(r.stdout, `"output": 8`) {
+				t.Fatalf("output: %s", r.stdout)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			w.Process.Kill()
+			w.Wait()
+			t.Fatalf("run not executed by the worker: %s", r.stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	w.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- w.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("worker exit: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		w.Process.Kill()
+		t.Fatal("worker did not stop on SIGTERM")
+	}
+}

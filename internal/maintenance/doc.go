@@ -1,0 +1,11 @@
+// Package maintenance holds the background services that keep the cold
+// store healthy and recover from failures: the lease sweep today; the timer
+// poller, session-variable GC and retention join it later.
+//
+// Every service has one lifecycle: Start(ctx) returns at once, Stop(ctx)
+// waits for the service to finish its current pass, and stopping twice is
+// safe. Logger and clock are injected.
+//
+// Import rule: imports state and starflowtype; never a concrete store or
+// the engine.
+package maintenance
