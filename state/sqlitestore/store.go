@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -97,6 +98,10 @@ type Store struct {
 	cfg   Config
 	write *sql.DB // exactly one connection: the single writer
 	read  *sql.DB
+	// stmts are the queries of queries.sql prepared on the writer,
+	// lazily at the first write (the tables must exist by then).
+	mu    sync.Mutex
+	stmts map[string]*sql.Stmt
 }
 
 var _ state.Adapter = (*Store)(nil)
@@ -159,11 +164,44 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("sqlitestore: migrate: %w", err)
 	}
+	s.closeStmts() // the schema may have changed: prepare again
 	return nil
+}
+
+// prepared returns the prepared statements, preparing them on first use.
+func (s *Store) prepared(ctx context.Context) (map[string]*sql.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stmts != nil {
+		return s.stmts, nil
+	}
+	stmts := make(map[string]*sql.Stmt, len(queries))
+	for name := range queries {
+		st, err := s.write.PrepareContext(ctx, q(name))
+		if err != nil {
+			for _, st := range stmts {
+				st.Close()
+			}
+			return nil, fmt.Errorf("prepare %s (is the database migrated? run starflow migrate): %w", name, err)
+		}
+		stmts[name] = st
+	}
+	s.stmts = stmts
+	return stmts, nil
+}
+
+func (s *Store) closeStmts() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	s.stmts = nil
 }
 
 // Close implements state.Adapter.
 func (s *Store) Close() error {
+	s.closeStmts()
 	return errors.Join(s.read.Close(), s.write.Close())
 }
 

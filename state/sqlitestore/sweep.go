@@ -26,7 +26,7 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 	}
 	var changed []*starflowtype.Run
 	_, err := s.inTx(ctx, "ExpireOldLeases", "", false, func(t *txn) error {
-		rows, err := t.tx.QueryContext(ctx, q("expired_leases"), limit)
+		rows, err := t.query(ctx, "expired_leases", limit)
 		if err != nil {
 			return translate(err)
 		}
@@ -49,7 +49,7 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 		}
 		for _, l := range runs {
 			m := runMeta{workspace: l.ws, env: l.env, attempt: l.attempt}
-			if _, err := t.tx.ExecContext(ctx, q("run_lost"), reason, l.id); err != nil {
+			if _, err := t.exec(ctx, "run_lost", reason, l.id); err != nil {
 				return translate(err)
 			}
 			payload, _ := json.Marshal(map[string]any{"reason": reason, "runner_id": l.runner, "lease_epoch": l.epoch})
@@ -64,7 +64,7 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 				if p.Backoff != nil {
 					delay = p.Backoff(l.attempt)
 				}
-				if _, err := t.tx.ExecContext(ctx, q("run_lost_requeue"), sqliteOffset(delay), l.id); err != nil {
+				if _, err := t.exec(ctx, "run_lost_requeue", sqliteOffset(delay), l.id); err != nil {
 					return translate(err)
 				}
 				payload, _ := json.Marshal(map[string]any{"error": reason, "next_attempt": l.attempt + 1, "backoff_ms": delay.Milliseconds()})
@@ -72,7 +72,7 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 					return err
 				}
 			default:
-				if _, err := t.tx.ExecContext(ctx, q("run_failed"), reason, true, l.id); err != nil {
+				if _, err := t.exec(ctx, "run_failed", reason, true, l.id); err != nil {
 					return translate(err)
 				}
 				payload, _ := json.Marshal(map[string]any{"error": reason})

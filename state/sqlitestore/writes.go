@@ -19,11 +19,35 @@ import (
 
 // txn is one write transaction and the Change it accumulates for hooks.
 type txn struct {
-	tx *sql.Tx
-	ch *state.Change
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+	ch    *state.Change
 	// idle: the transaction wrote nothing (a claim that found no run), so
 	// no hook runs for it.
 	idle bool
+}
+
+// stmt returns the named query prepared on the writer connection, bound to
+// this transaction (no re-parse per call; the single writer connection
+// keeps the statements).
+func (t *txn) stmt(ctx context.Context, name string) *sql.Stmt {
+	st, ok := t.stmts[name]
+	if !ok {
+		panic("sqlitestore: no prepared query " + name)
+	}
+	return t.tx.StmtContext(ctx, st)
+}
+
+func (t *txn) exec(ctx context.Context, name string, args ...any) (sql.Result, error) {
+	return t.stmt(ctx, name).ExecContext(ctx, args...)
+}
+
+func (t *txn) queryRow(ctx context.Context, name string, args ...any) *sql.Row {
+	return t.stmt(ctx, name).QueryRowContext(ctx, args...)
+}
+
+func (t *txn) query(ctx context.Context, name string, args ...any) (*sql.Rows, error) {
+	return t.stmt(ctx, name).QueryContext(ctx, args...)
 }
 
 // runMeta is what the fence returns about the fenced run.
@@ -43,11 +67,15 @@ type runMeta struct {
 // Errors are returned unprefixed: every caller wraps them with its own
 // "sqlitestore: <operation>:" prefix.
 func (s *Store) inTx(ctx context.Context, op, runID string, readRun bool, fn func(t *txn) error) (*starflowtype.Run, error) {
+	stmts, err := s.prepared(ctx)
+	if err != nil {
+		return nil, err
+	}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", translate(err))
 	}
-	t := &txn{tx: tx, ch: &state.Change{Op: op, RunID: runID}}
+	t := &txn{tx: tx, stmts: stmts, ch: &state.Change{Op: op, RunID: runID}}
 	if err := fn(t); err != nil {
 		_ = tx.Rollback()
 		return nil, err
@@ -83,7 +111,7 @@ func (s *Store) inTx(ctx context.Context, op, runID string, readRun bool, fn fun
 // returns ErrLeaseLost.
 func (t *txn) fence(ctx context.Context, runID string, l starflowtype.Lease) (runMeta, error) {
 	var m runMeta
-	err := t.tx.QueryRowContext(ctx, q("fence"), runID, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt)
+	err := t.queryRow(ctx, "fence", runID, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, fmt.Errorf("run %s, runner %s, epoch %d: %w", runID, l.RunnerID, l.Epoch, starflowtype.ErrLeaseLost)
 	}
@@ -100,7 +128,7 @@ func (t *txn) event(ctx context.Context, m runMeta, runID string, attempt int, t
 	}
 	ev := &starflowtype.Event{RunID: runID, Attempt: attempt, Type: typ, NodeID: node, ScopePath: scope, Payload: payload}
 	var created string
-	err := t.tx.QueryRowContext(ctx, q("insert_event"), runID, m.workspace, m.env, attempt, string(typ),
+	err := t.queryRow(ctx, "insert_event", runID, m.workspace, m.env, attempt, string(typ),
 		nullString(node), scope, nullJSON(payload)).Scan(&ev.ID, &created)
 	if err != nil {
 		return fmt.Errorf("insert %s event: %w", typ, translate(err))
@@ -115,7 +143,7 @@ func (s *Store) stepChanged(ctx context.Context, t *txn, k state.StepKey) error 
 	if len(s.cfg.Hooks) == 0 {
 		return nil
 	}
-	st, err := scanStep(t.tx.QueryRowContext(ctx, q("get_step"), k.RunID, k.Attempt, k.ScopePath, k.StepID))
+	st, err := scanStep(t.queryRow(ctx, "get_step", k.RunID, k.Attempt, k.ScopePath, k.StepID))
 	if err != nil {
 		return fmt.Errorf("read back step: %w", err)
 	}
@@ -127,7 +155,7 @@ func (s *Store) stepChanged(ctx context.Context, t *txn, k state.StepKey) error 
 func (s *Store) PutDefinition(ctx context.Context, p *state.PutDefinitionParams) (*starflowtype.Definition, error) {
 	ws := orDefault(p.WorkspaceID, state.DefaultWorkspace)
 	_, err := s.inTx(ctx, "PutDefinition", "", false, func(t *txn) error {
-		_, err := t.tx.ExecContext(ctx, q("insert_definition"), uuid.NewString(), ws, p.Name, p.Revision, string(p.Spec), p.Source)
+		_, err := t.exec(ctx, "insert_definition", uuid.NewString(), ws, p.Name, p.Revision, string(p.Spec), p.Source)
 		return translate(err)
 	})
 	if err != nil {
@@ -161,11 +189,11 @@ func (s *Store) EnqueueRun(ctx context.Context, p *state.EnqueueRunParams) (*sta
 			if ttl <= 0 {
 				ttl = state.IdempotencyTTLDefault
 			}
-			if _, err := t.tx.ExecContext(ctx, q("upsert_receipt"), m.workspace, p.IdempotencyKey, id, sqliteOffset(ttl)); err != nil {
+			if _, err := t.exec(ctx, "upsert_receipt", m.workspace, p.IdempotencyKey, id, sqliteOffset(ttl)); err != nil {
 				return translate(err)
 			}
 			var holder string
-			if err := t.tx.QueryRowContext(ctx, q("receipt_run"), m.workspace, p.IdempotencyKey).Scan(&holder); err != nil {
+			if err := t.queryRow(ctx, "receipt_run", m.workspace, p.IdempotencyKey).Scan(&holder); err != nil {
 				return translate(err)
 			}
 			if holder != id {
@@ -175,7 +203,7 @@ func (s *Store) EnqueueRun(ctx context.Context, p *state.EnqueueRunParams) (*sta
 				return nil
 			}
 		}
-		_, err := t.tx.ExecContext(ctx, q("insert_run"), id, m.workspace, m.env, nullString(p.DefinitionID),
+		_, err := t.exec(ctx, "insert_run", id, m.workspace, m.env, nullString(p.DefinitionID),
 			p.WorkflowName, p.WorkflowRevision, p.WorkflowName, nullString(p.RunnerPool), p.Priority,
 			maxAttempts, sqliteOffset(p.Delay), string(mode), string(trigger), nullString(p.ParentRunID),
 			nullString(p.IdempotencyKey), nullJSON(p.Input))
@@ -195,7 +223,7 @@ func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflo
 	pools, _ := json.Marshal(orEmpty(p.Pools))
 	run, err := s.inTx(ctx, "ClaimRun", "", true, func(t *txn) error {
 		var id string
-		err := t.tx.QueryRowContext(ctx, q("claim_run"), p.RunnerID, sqliteOffset(p.LeaseTTL), string(pools), p.WorkspaceID).Scan(&id)
+		err := t.queryRow(ctx, "claim_run", p.RunnerID, sqliteOffset(p.LeaseTTL), string(pools), p.WorkspaceID).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			t.idle = true
 			return nil
@@ -205,7 +233,7 @@ func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflo
 		}
 		t.ch.RunID = id
 		var m runMeta
-		if err := t.tx.QueryRowContext(ctx, q("run_meta"), id).Scan(&m.workspace, &m.env, &m.attempt); err != nil {
+		if err := t.queryRow(ctx, "run_meta", id).Scan(&m.workspace, &m.env, &m.attempt); err != nil {
 			return translate(err)
 		}
 		payload, _ := json.Marshal(map[string]any{"runner_id": p.RunnerID})
@@ -224,7 +252,7 @@ func (s *Store) OnRunStart(ctx context.Context, p *state.RunStartParams) (*starf
 		if err != nil {
 			return err
 		}
-		if _, err := t.tx.ExecContext(ctx, q("run_start"), p.RunID); err != nil {
+		if _, err := t.exec(ctx, "run_start", p.RunID); err != nil {
 			return translate(err)
 		}
 		payload, _ := json.Marshal(map[string]any{"runner_id": p.Lease.RunnerID, "lease_epoch": p.Lease.Epoch})
@@ -240,7 +268,7 @@ func (s *Store) OnRunStart(ctx context.Context, p *state.RunStartParams) (*starf
 func (s *Store) RefreshLease(ctx context.Context, p *state.RefreshLeaseParams) (time.Time, error) {
 	var until string
 	_, err := s.inTx(ctx, "RefreshLease", p.RunID, false, func(t *txn) error {
-		err := t.tx.QueryRowContext(ctx, q("refresh_lease"), sqliteOffset(p.LeaseTTL), p.RunID, p.Lease.RunnerID, p.Lease.Epoch).Scan(&until)
+		err := t.queryRow(ctx, "refresh_lease", sqliteOffset(p.LeaseTTL), p.RunID, p.Lease.RunnerID, p.Lease.Epoch).Scan(&until)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("run %s, runner %s, epoch %d: %w", p.RunID, p.Lease.RunnerID, p.Lease.Epoch, starflowtype.ErrLeaseLost)
 		}
@@ -259,7 +287,7 @@ func (s *Store) OnNodeStart(ctx context.Context, p *state.NodeStartParams) error
 		if err != nil {
 			return err
 		}
-		if err := mustAffect(t.tx.ExecContext(ctx, q("step_start"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
+		if err := mustAffect(t.exec(ctx, "step_start", p.RunID, p.Attempt, p.ScopePath, p.StepID,
 			m.workspace, m.env, p.Kind, p.Try)); err != nil {
 			return fmt.Errorf("step %q already succeeded: %w", p.StepID, err)
 		}
@@ -282,7 +310,7 @@ func (s *Store) OnNodeRetry(ctx context.Context, p *state.NodeRetryParams) error
 		if err != nil {
 			return err
 		}
-		if err := mustAffect(t.tx.ExecContext(ctx, q("step_retry"), p.Try, p.Error, p.RunID, p.Attempt, p.ScopePath, p.StepID)); err != nil {
+		if err := mustAffect(t.exec(ctx, "step_retry", p.Try, p.Error, p.RunID, p.Attempt, p.ScopePath, p.StepID)); err != nil {
 			return fmt.Errorf("step %q is not running: %w", p.StepID, err)
 		}
 		payload, _ := json.Marshal(map[string]any{"try": p.Try, "error": p.Error, "backoff_ms": p.Backoff.Milliseconds()})
@@ -305,7 +333,7 @@ func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams)
 		if err != nil {
 			return err
 		}
-		if err := mustAffect(t.tx.ExecContext(ctx, q("step_finish"), string(starflowtype.StepSucceeded), p.Try, nil,
+		if err := mustAffect(t.exec(ctx, "step_finish", string(starflowtype.StepSucceeded), p.Try, nil,
 			p.RunID, p.Attempt, p.ScopePath, p.StepID)); err != nil {
 			return fmt.Errorf("step %q is not open: %w", p.StepID, err)
 		}
@@ -314,7 +342,7 @@ func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams)
 			return err
 		}
 		faultpoint.Hit("sqlite.OnNodeComplete.after_event")
-		if _, err := t.tx.ExecContext(ctx, q("insert_checkpoint"), p.RunID, p.ScopePath, p.StepID, p.Attempt,
+		if _, err := t.exec(ctx, "insert_checkpoint", p.RunID, p.ScopePath, p.StepID, p.Attempt,
 			m.workspace, m.env, jsonOrNull(p.Context, "{}"), jsonOrNull(p.Output, "null")); err != nil {
 			return fmt.Errorf("checkpoint: %w", translate(err))
 		}
@@ -334,7 +362,7 @@ func (s *Store) OnNodeError(ctx context.Context, p *state.NodeErrorParams) error
 		if err != nil {
 			return err
 		}
-		res, err := t.tx.ExecContext(ctx, q("step_finish"), string(starflowtype.StepFailed), p.Try, p.Error,
+		res, err := t.exec(ctx, "step_finish", string(starflowtype.StepFailed), p.Try, p.Error,
 			p.RunID, p.Attempt, p.ScopePath, p.StepID)
 		if err != nil {
 			return translate(err)
@@ -343,7 +371,7 @@ func (s *Store) OnNodeError(ctx context.Context, p *state.NodeErrorParams) error
 			// No open row: the step failed before it started (e.g. its
 			// `when` did not evaluate) and gets a failed row of its own,
 			// unless it succeeded, which is final within the attempt.
-			if err := mustAffect(t.tx.ExecContext(ctx, q("step_failed_unstarted"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
+			if err := mustAffect(t.exec(ctx, "step_failed_unstarted", p.RunID, p.Attempt, p.ScopePath, p.StepID,
 				m.workspace, m.env, p.Kind, p.Try, p.Error)); err != nil {
 				return fmt.Errorf("step %q already succeeded: %w", p.StepID, err)
 			}
@@ -370,7 +398,7 @@ func (s *Store) OnNodeSkipped(ctx context.Context, p *state.NodeSkippedParams) e
 		if err != nil {
 			return err
 		}
-		if err := mustAffect(t.tx.ExecContext(ctx, q("step_skipped"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
+		if err := mustAffect(t.exec(ctx, "step_skipped", p.RunID, p.Attempt, p.ScopePath, p.StepID,
 			m.workspace, m.env, p.Kind)); err != nil {
 			return fmt.Errorf("step %q already succeeded: %w", p.StepID, err)
 		}
@@ -396,7 +424,7 @@ func (s *Store) RecordPhaseIfChanged(ctx context.Context, p *state.RecordPhasePa
 		if err != nil {
 			return err
 		}
-		res, err := t.tx.ExecContext(ctx, q("set_phase"), p.Phase, p.RunID)
+		res, err := t.exec(ctx, "set_phase", p.Phase, p.RunID)
 		if err != nil {
 			return translate(err)
 		}
@@ -419,7 +447,7 @@ func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (
 		if err != nil {
 			return err
 		}
-		if _, err := t.tx.ExecContext(ctx, q("run_succeeded"), jsonOrNull(p.Output, "null"), p.RunID); err != nil {
+		if _, err := t.exec(ctx, "run_succeeded", jsonOrNull(p.Output, "null"), p.RunID); err != nil {
 			return translate(err)
 		}
 		return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunSucceeded, "", "", nil)
@@ -439,25 +467,25 @@ func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starf
 		}
 		var attempt, maxAttempts int
 		var mode string
-		if err := t.tx.QueryRowContext(ctx, q("run_attempts"), p.RunID).Scan(&attempt, &maxAttempts, &mode); err != nil {
+		if err := t.queryRow(ctx, "run_attempts", p.RunID).Scan(&attempt, &maxAttempts, &mode); err != nil {
 			return translate(err)
 		}
 		switch {
 		case p.Retry && starflowtype.RecoveryMode(mode) == starflowtype.RecoveryManual:
-			if _, err := t.tx.ExecContext(ctx, q("run_hold"), p.Error, p.RunID); err != nil {
+			if _, err := t.exec(ctx, "run_hold", p.Error, p.RunID); err != nil {
 				return translate(err)
 			}
 			payload, _ := json.Marshal(map[string]any{"error": p.Error, "recovery_mode": mode})
 			return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunInterrupted, "", "", payload)
 		case p.Retry && attempt < maxAttempts:
-			if _, err := t.tx.ExecContext(ctx, q("run_requeue"), sqliteOffset(p.Backoff), p.Error, p.RunID); err != nil {
+			if _, err := t.exec(ctx, "run_requeue", sqliteOffset(p.Backoff), p.Error, p.RunID); err != nil {
 				return translate(err)
 			}
 			payload, _ := json.Marshal(map[string]any{"error": p.Error, "next_attempt": attempt + 1, "backoff_ms": p.Backoff.Milliseconds()})
 			return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunInterrupted, "", "", payload)
 		default:
 			dead := p.Retry // retryable, but attempts ran out
-			if _, err := t.tx.ExecContext(ctx, q("run_failed"), p.Error, dead, p.RunID); err != nil {
+			if _, err := t.exec(ctx, "run_failed", p.Error, dead, p.RunID); err != nil {
 				return translate(err)
 			}
 			payload, _ := json.Marshal(map[string]any{"error": p.Error})
@@ -483,7 +511,7 @@ func (s *Store) ClearLease(ctx context.Context, p *state.ClearLeaseParams) error
 		if err != nil {
 			return err
 		}
-		if _, err := t.tx.ExecContext(ctx, q("clear_lease"), p.RunID); err != nil {
+		if _, err := t.exec(ctx, "clear_lease", p.RunID); err != nil {
 			return translate(err)
 		}
 		payload, _ := json.Marshal(map[string]any{"reason": "lease_released", "runner_id": p.Lease.RunnerID})
