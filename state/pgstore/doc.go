@@ -1,0 +1,39 @@
+// Package pgstore is the PostgreSQL cold-tier adapter (SPEC §4) on pgx v5
+// (pgxpool, natively: no database/sql on the hot path), for runners on many
+// nodes sharing one database.
+//
+// It keeps the same tables, columns and meanings as state/sqlitestore, in
+// PostgreSQL types (uuid ids, timestamptz, jsonb, boolean, bigserial event
+// ids); the numbered migrations in migrations/ are embedded and run by goose
+// (over a database/sql handle that borrows the pool's connections, for
+// migrations only), under an advisory lock so that concurrent processes
+// migrate once.
+//
+// Concurrency. A claim is one UPDATE whose subquery locks the best queued
+// run with FOR UPDATE SKIP LOCKED, so claimers never wait on one another
+// and never share a run. Every runner write starts with the conditional
+// fence UPDATE on workflow_runs(id, leased_by, lease_epoch), which also
+// takes the run's row lock for the rest of the transaction. The lease sweep
+// selects expired runs FOR UPDATE SKIP LOCKED under SET LOCAL lock_timeout,
+// so neither a runner mid-write nor a frozen runner holding a row lock can
+// block it, and several sweepers change disjoint runs. Runner connections
+// set idle_in_transaction_session_timeout (default 20 s, below the 30 s
+// lease TTL), so a frozen runner's locks are released by the server. Every
+// time comes from the database clock.
+//
+// Isolation. With Config.Schema set, the adapter creates that schema when
+// it migrates and sets search_path on every connection; goose's version
+// table lives there too, and the LISTEN/NOTIFY channel is named after the
+// schema, so several deployments (or parallel tests) share one database
+// without seeing each other.
+//
+// Queue wake-ups (SPEC §7). EnqueueRun and every write that re-queues a run
+// (OnRunError's retry, ClearLease, the sweep's retry) call pg_notify in
+// their transaction; Store.Listen holds one connection that LISTENs and
+// calls back on each notification, so idle runners wake at once instead of
+// after a poll. Store.EnqueueTx enqueues inside a caller's own pgx.Tx, so a
+// Go program can enqueue atomically with its own writes.
+//
+// Import rule: imports state, starflowtype, internal/{sqlq,faultpoint},
+// pgx and goose; never the engine, the runner or another adapter.
+package pgstore

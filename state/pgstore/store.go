@@ -1,0 +1,269 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/starflow/starflow/internal/sqlq"
+	"github.com/starflow/starflow/state"
+)
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+//go:embed queries.sql
+var queriesSQL string
+
+var queries = sqlq.MustParse(queriesSQL)
+
+// runColumns is the column list scanned by scanRun, substituted for the
+// /*run_columns*/ marker in queries.sql.
+const runColumns = `id::text, workspace_id, env, coalesce(definition_id::text, ''), workflow_name,
+	workflow_revision, coalesce(template_id, ''), status, claim_state, coalesce(runner_pool, ''),
+	priority, coalesce(leased_by, ''), lease_until, lease_epoch, last_heartbeat, claim_attempts,
+	attempt, max_attempts, available_at, recovery_mode, trigger_type, coalesce(parent_run_id::text, ''),
+	coalesce(idempotency_key, ''), input_json, output_json, checkpoint_json, coalesce(phase, ''),
+	coalesce(error, ''), dead_lettered, cancel_requested, created_at, started_at, completed_at,
+	coalesce(duration_ms, 0), updated_at`
+
+func q(name string) string {
+	s, ok := queries[name]
+	if !ok {
+		panic("pgstore: no query " + name)
+	}
+	return strings.Replace(s, "/*run_columns*/", runColumns, 1)
+}
+
+// Defaults of Config.
+const (
+	// IdleInTransactionTimeoutDefault is the default
+	// Config.IdleInTransactionTimeout: below the 30 s lease TTL, so the
+	// server ends the session (and releases the row locks) of a runner
+	// that froze inside a transaction before its lease runs out.
+	IdleInTransactionTimeoutDefault = 20 * time.Second
+	// SweepLockTimeoutDefault is the default Config.SweepLockTimeout.
+	SweepLockTimeoutDefault = 2 * time.Second
+	// ChannelPrefix starts the name of the LISTEN/NOTIFY channel; the
+	// schema name follows it (see Store.Channel).
+	ChannelPrefix = "starflow_work"
+)
+
+// maxIdentifier is PostgreSQL's identifier length limit (NAMEDATALEN - 1),
+// which channel names obey too.
+const maxIdentifier = 63
+
+// Config configures Open.
+type Config struct {
+	// URL is the connection string (postgres://user@host:port/db?…, or
+	// key=value pairs). Required. Pool settings in it (pool_max_conns, …)
+	// apply.
+	URL string
+	// Schema isolates this store in one schema of the database: Migrate
+	// creates it when missing, and every connection's search_path is set
+	// to it, so the tables, goose's version table and the hooks' SQL all
+	// live there. Default "": the connection's own search_path (usually
+	// public).
+	Schema string
+	// Hooks run inside every write transaction (see state.TxHook), with
+	// dialect "postgres".
+	Hooks []state.TxHook
+	// IdleInTransactionTimeout is the idle_in_transaction_session_timeout
+	// of every connection of the pool. Default
+	// IdleInTransactionTimeoutDefault (20 s); keep it below the lease TTL.
+	// Negative disables it (the server's setting applies).
+	IdleInTransactionTimeout time.Duration
+	// SweepLockTimeout is the lock_timeout of ExpireOldLeases's
+	// transaction (SET LOCAL), a second guard beside SKIP LOCKED. Default
+	// SweepLockTimeoutDefault (2 s).
+	SweepLockTimeout time.Duration
+	// MaxConns bounds the pool. Default: pgxpool's (the URL's
+	// pool_max_conns, else the greater of 4 and the number of CPUs).
+	MaxConns int32
+	// Logger receives Listen's reconnects. Default: discard.
+	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.IdleInTransactionTimeout == 0 {
+		c.IdleInTransactionTimeout = IdleInTransactionTimeoutDefault
+	}
+	if c.SweepLockTimeout <= 0 {
+		c.SweepLockTimeout = SweepLockTimeoutDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// Validate reports a configuration error.
+func (c Config) Validate() error {
+	if c.URL == "" {
+		return errors.New("pgstore: URL is required")
+	}
+	if len(c.Schema) > maxIdentifier {
+		return fmt.Errorf("pgstore: Schema %q is longer than %d bytes", c.Schema, maxIdentifier)
+	}
+	if strings.ContainsRune(c.Schema, 0) {
+		return errors.New("pgstore: Schema contains a NUL byte")
+	}
+	if c.MaxConns < 0 {
+		return fmt.Errorf("pgstore: MaxConns must not be negative, got %d", c.MaxConns)
+	}
+	return nil
+}
+
+// Store is the PostgreSQL adapter. It is safe for concurrent use.
+type Store struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	channel string
+	close   sync.Once
+}
+
+var _ state.Adapter = (*Store)(nil)
+
+// Open creates the connection pool and checks that the server answers. It
+// does not migrate; call Migrate.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: parse URL: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	}
+	params := pc.ConnConfig.RuntimeParams
+	if cfg.Schema != "" {
+		// Sent in the startup packet: no round trip per connection, and
+		// no connection ever runs a query before it is set.
+		params["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
+	}
+	if cfg.IdleInTransactionTimeout > 0 {
+		params["idle_in_transaction_session_timeout"] = fmt.Sprint(cfg.IdleInTransactionTimeout.Milliseconds())
+	}
+	if _, ok := params["application_name"]; !ok {
+		params["application_name"] = "starflow"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: open pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: connect: %w", err)
+	}
+	return &Store{cfg: cfg, pool: pool, channel: channelName(cfg.Schema)}, nil
+}
+
+// channelName is the LISTEN/NOTIFY channel of schema: ChannelPrefix, then
+// "_" and the schema; a name past the identifier limit ends with a hash of
+// the schema instead, so distinct schemas keep distinct channels.
+func channelName(schema string) string {
+	if schema == "" {
+		return ChannelPrefix
+	}
+	name := ChannelPrefix + "_" + schema
+	if len(name) <= maxIdentifier {
+		return name
+	}
+	sum := sha256.Sum256([]byte(schema))
+	tail := "_" + hex.EncodeToString(sum[:8])
+	return name[:maxIdentifier-len(tail)] + tail
+}
+
+// Capabilities implements state.Adapter.
+func (s *Store) Capabilities() state.Capabilities {
+	return state.Capabilities{Durable: true, Dialect: "postgres"}
+}
+
+// Pool returns the connection pool. Its connections have the store's
+// search_path, so a transaction begun on it can be passed to EnqueueTx.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Channel returns the LISTEN/NOTIFY channel the store notifies when work
+// becomes claimable ("starflow_work" or "starflow_work_<schema>").
+func (s *Store) Channel() string { return s.channel }
+
+// Schema returns Config.Schema ("" when the connection's search_path
+// applies).
+func (s *Store) Schema() string { return s.cfg.Schema }
+
+// Close implements state.Adapter: it closes the pool, waiting for
+// connections in use to be released. Closing twice is safe.
+func (s *Store) Close() error {
+	s.close.Do(s.pool.Close)
+	return nil
+}
+
+// Migrate implements state.Adapter: it creates the schema when
+// Config.Schema names one, then applies every pending numbered migration
+// with goose. Concurrent Migrate calls (from several processes) are
+// serialised by an advisory lock per schema.
+func (s *Store) Migrate(ctx context.Context) error {
+	if s.cfg.Schema != "" {
+		if err := s.createSchema(ctx); err != nil {
+			return fmt.Errorf("pgstore: create schema %s: %w", s.cfg.Schema, err)
+		}
+	}
+	fsys, err := fs.Sub(migrationsFS, "migrations")
+	if err != nil {
+		return err
+	}
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(s.lockID()), lock.WithLockTimeout(1, 300))
+	if err != nil {
+		return fmt.Errorf("pgstore: migrations: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("pgstore: migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	return nil
+}
+
+// createSchema creates Config.Schema unless it exists. CREATE SCHEMA IF NOT
+// EXISTS alone can still fail with a unique violation when two sessions
+// race, so it runs under a transaction-scoped advisory lock.
+func (s *Store) createSchema(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", s.lockID()); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{s.cfg.Schema}.Sanitize())
+		return err
+	})
+}
+
+// lockID is the advisory lock key of this store's schema: migrations of
+// different schemas do not wait for each other.
+func (s *Store) lockID() int64 {
+	sum := sha256.Sum256([]byte("starflow pgstore migrate\x00" + s.cfg.Schema))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
