@@ -31,7 +31,15 @@ var migrationsFS embed.FS
 //go:embed queries.sql
 var queriesSQL string
 
-var queries = sqlq.MustParse(queriesSQL)
+// queries holds every statement of queries.sql by name, with the run
+// column list substituted.
+var queries = func() map[string]string {
+	m := sqlq.MustParse(queriesSQL)
+	for name, text := range m {
+		m[name] = strings.Replace(text, "/*run_columns*/", runColumns, 1)
+	}
+	return m
+}()
 
 // runColumns is the column list scanned by scanRun, substituted for the
 // /*run_columns*/ marker in queries.sql.
@@ -43,12 +51,13 @@ const runColumns = `id::text, workspace_id, env, coalesce(definition_id::text, '
 	coalesce(error, ''), dead_lettered, cancel_requested, created_at, started_at, completed_at,
 	coalesce(duration_ms, 0), updated_at`
 
+// q returns the statement named name in queries.sql.
 func q(name string) string {
 	s, ok := queries[name]
 	if !ok {
 		panic("pgstore: no query " + name)
 	}
-	return strings.Replace(s, "/*run_columns*/", runColumns, 1)
+	return s
 }
 
 // Defaults of Config.

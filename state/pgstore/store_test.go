@@ -90,17 +90,33 @@ func newSchema(t testing.TB) string {
 // end of t.
 func open(t testing.TB, schema string, hooks []state.TxHook) *pgstore.Store {
 	t.Helper()
+	return openConfig(t, pgstore.Config{Schema: schema, Hooks: hooks})
+}
+
+// openConfig opens and migrates a store with cfg (URL defaults to
+// testURL); Close runs at the end of t.
+func openConfig(t testing.TB, cfg pgstore.Config) *pgstore.Store {
+	t.Helper()
+	if cfg.URL == "" {
+		cfg.URL = testURL()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: testURL(), Schema: schema, Hooks: hooks})
+	s, err := pgstore.Open(ctx, cfg)
 	if err != nil {
-		t.Fatalf("Open(schema %s): %v", schema, err)
+		t.Fatalf("Open(schema %s): %v", cfg.Schema, err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	if err := s.Migrate(ctx); err != nil {
-		t.Fatalf("Migrate(schema %s): %v", schema, err)
+		t.Fatalf("Migrate(schema %s): %v", cfg.Schema, err)
 	}
 	return s
+}
+
+// fresh opens a migrated store on a new schema.
+func fresh(t testing.TB) *pgstore.Store {
+	t.Helper()
+	return open(t, newSchema(t), nil)
 }
 
 // openFresh is the statetest.Opener: a new schema per test.
