@@ -90,12 +90,11 @@ RETURNING lease_until;
 -- Opens a step row, or re-opens it for the next try or for a run continued
 -- in the same attempt. A succeeded row is final within its attempt (it has
 -- a checkpoint): the upsert then changes nothing and the caller reports
--- ErrConflict. seq is safe to compute with max(): the fence holds the run's
--- row lock, so no other write of the same run runs concurrently.
+-- ErrConflict. seq (start order) comes from its sequence; re-opening a
+-- row keeps it.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at, seq)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8, now(),
-        (SELECT coalesce(max(seq), 0) + 1 FROM workflow_steps WHERE run_id = $1))
+                            kind, status, tries, started_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8, now())
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'running', tries = excluded.tries, error = NULL,
        finished_at = NULL, duration_ms = NULL
@@ -121,9 +120,8 @@ UPDATE workflow_steps
 -- same attempt. A succeeded row is final and is left alone: the caller
 -- reports ErrConflict.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at, finished_at, duration_ms, error, seq)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'failed', $8, now(), now(), 0, $9,
-        (SELECT coalesce(max(seq), 0) + 1 FROM workflow_steps WHERE run_id = $1))
+                            kind, status, tries, started_at, finished_at, duration_ms, error)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'failed', $8, now(), now(), 0, $9)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'failed', kind = excluded.kind, tries = excluded.tries, error = excluded.error,
        finished_at = excluded.finished_at, duration_ms = 0
@@ -133,9 +131,8 @@ ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
 -- A succeeded row is final within its attempt (it has a checkpoint): the
 -- upsert then changes nothing and the caller reports ErrConflict.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at, finished_at, duration_ms, error, seq)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'skipped', 0, now(), now(), 0, NULL,
-        (SELECT coalesce(max(seq), 0) + 1 FROM workflow_steps WHERE run_id = $1))
+                            kind, status, tries, started_at, finished_at, duration_ms, error)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'skipped', 0, now(), now(), 0, NULL)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'skipped', finished_at = excluded.finished_at
  WHERE workflow_steps.status <> 'succeeded';

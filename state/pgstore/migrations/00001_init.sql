@@ -90,7 +90,11 @@ CREATE TABLE workflow_steps (
     finished_at  timestamptz,
     duration_ms  bigint,
     error        text,
-    seq          integer NOT NULL DEFAULT 0,
+    -- Start order (ListSteps). SQLite numbers each run's steps 1, 2, …
+    -- with max(seq) + 1; here one sequence serves every run, which orders
+    -- a run's steps the same way (the fence serialises a run's writes)
+    -- without reading the run's earlier steps on every insert.
+    seq          bigserial NOT NULL,
     PRIMARY KEY (run_id, attempt, scope_path, step_id)
 );
 
