@@ -9,6 +9,15 @@
 // migrations only), under an advisory lock so that concurrent processes
 // migrate once.
 //
+// JSON columns are jsonb (spec_json excepted): PostgreSQL normalises
+// spacing and key order, keeps the last of duplicate keys, and refuses a
+// string holding \u0000 (SQLSTATE 22P05) or text that is not JSON, where
+// SQLite stores any text as given.
+//
+// Ids are uuid columns: an id that is not a uuid names no row (reads find
+// nothing, fenced writes return ErrLeaseLost) and EnqueueRun refuses one;
+// ids are read back in canonical lower-case form.
+//
 // Concurrency. A claim is one UPDATE whose subquery locks the best queued
 // run with FOR UPDATE SKIP LOCKED, so claimers never wait on one another
 // and never share a run. Every runner write starts with the conditional
@@ -35,5 +44,6 @@
 // Go program can enqueue atomically with its own writes.
 //
 // Import rule: imports state, starflowtype, internal/{sqlq,faultpoint},
-// pgx and goose; never the engine, the runner or another adapter.
+// pgx, goose and google/uuid; never the engine, the runner or another
+// adapter.
 package pgstore

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
+	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/state/pgstore"
 	"github.com/starflow/starflow/state/statetest"
@@ -139,4 +141,130 @@ func reopen(t *testing.T, a state.Adapter, hooks []state.TxHook) state.Adapter {
 
 func TestConformance(t *testing.T) {
 	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen})
+}
+
+// TestSchemaIsolation: two stores on two schemas of one database share
+// nothing, goose's version table lives in each schema, and a second store
+// on the same schema sees the first one's runs.
+func TestSchemaIsolation(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	a, b := fresh(t), fresh(t)
+	r, err := a.EnqueueRun(ctx, &state.EnqueueRunParams{WorkflowName: "wf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetRun(ctx, &state.GetRunParams{ID: r.ID}); !errors.Is(err, starflowtype.ErrNotFound) {
+		t.Errorf("GetRun of schema a's run from schema b: %v, want ErrNotFound", err)
+	}
+	if c, err := b.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: "r", LeaseTTL: time.Minute}); err != nil || c != nil {
+		t.Errorf("ClaimRun in schema b = %+v, %v; want nothing", c, err)
+	}
+	for _, s := range []*pgstore.Store{a, b} {
+		var n int
+		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1
+			AND tablename IN ('goose_db_version', 'workflow_runs', 'idempotency_receipts')`, s.Schema()).Scan(&n)
+		if err != nil || n != 3 {
+			t.Errorf("schema %s holds %d of goose_db_version, workflow_runs, idempotency_receipts (%v), want 3", s.Schema(), n, err)
+		}
+	}
+	again := open(t, a.Schema(), nil)
+	if got, err := again.GetRun(ctx, &state.GetRunParams{ID: r.ID}); err != nil || got.ID != r.ID {
+		t.Errorf("GetRun from a second store on schema a: %+v, %v", got, err)
+	}
+}
+
+// TestConcurrentMigrate: several processes migrating one new schema at
+// once (simulated by several stores) all succeed, and the migrations ran
+// once.
+func TestConcurrentMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	schema := newSchema(t)
+	const n = 4
+	stores := make([]*pgstore.Store, n)
+	for i := range stores {
+		s, err := pgstore.Open(ctx, pgstore.Config{URL: testURL(), Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		stores[i] = s
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Go(func() { errs[i] = s.Migrate(ctx) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Migrate %d: %v", i, err)
+		}
+	}
+	var applied int
+	if err := stores[0].Pool().QueryRow(ctx, `SELECT count(*) FROM goose_db_version WHERE version_id > 0`).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied != 2 {
+		t.Errorf("%d migrations recorded, want 2 (each applied once)", applied)
+	}
+}
+
+// TestMalformedIDs: uuid columns cannot hold other text, so an id that is
+// not a uuid names no row: reads find nothing, fenced writes lose their
+// lease, and an enqueue with one is refused before it reaches the database.
+func TestMalformedIDs(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := fresh(t)
+	const bad = "run-1"
+	if _, err := s.GetRun(ctx, &state.GetRunParams{ID: bad}); !errors.Is(err, starflowtype.ErrNotFound) {
+		t.Errorf("GetRun(%q): %v, want ErrNotFound", bad, err)
+	}
+	if _, err := s.GetDefinition(ctx, &state.GetDefinitionParams{ID: bad}); !errors.Is(err, starflowtype.ErrNotFound) {
+		t.Errorf("GetDefinition(%q): %v, want ErrNotFound", bad, err)
+	}
+	l := starflowtype.Lease{RunnerID: "r", Epoch: 1}
+	if _, err := s.OnRunStart(ctx, &state.RunStartParams{RunID: bad, Lease: l}); !errors.Is(err, starflowtype.ErrLeaseLost) {
+		t.Errorf("OnRunStart(%q): %v, want ErrLeaseLost", bad, err)
+	}
+	if _, err := s.RefreshLease(ctx, &state.RefreshLeaseParams{RunID: bad, Lease: l, LeaseTTL: time.Minute}); !errors.Is(err, starflowtype.ErrLeaseLost) {
+		t.Errorf("RefreshLease(%q): %v, want ErrLeaseLost", bad, err)
+	}
+	for what, list := range map[string]func() (int, error){
+		"ListEvents": func() (int, error) {
+			evs, err := s.ListEvents(ctx, &state.ListEventsParams{RunID: bad})
+			return len(evs), err
+		},
+		"ListSteps": func() (int, error) {
+			st, err := s.ListSteps(ctx, &state.ListStepsParams{RunID: bad})
+			return len(st), err
+		},
+		"ListCheckpoints": func() (int, error) {
+			cps, err := s.ListCheckpoints(ctx, &state.ListCheckpointsParams{RunID: bad})
+			return len(cps), err
+		},
+	} {
+		if n, err := list(); n != 0 || err != nil {
+			t.Errorf("%s(%q) = %d, %v; want nothing", what, bad, n, err)
+		}
+	}
+	for _, p := range []*state.EnqueueRunParams{
+		{ID: bad, WorkflowName: "wf"},
+		{ParentRunID: bad, WorkflowName: "wf"},
+		{DefinitionID: bad, WorkflowName: "wf"},
+	} {
+		if r, err := s.EnqueueRun(ctx, p); err == nil {
+			t.Errorf("EnqueueRun(%+v) = %+v, want an error", p, r)
+		}
+	}
+	// Upper case and braces are uuids too, read back in canonical form.
+	r, err := s.EnqueueRun(ctx, &state.EnqueueRunParams{ID: "{0A6C6F0E-3F51-4A0B-9A0E-2B0F6C1D2E3F}", WorkflowName: "wf", IdempotencyKey: "k"})
+	if err != nil || r.ID != "0a6c6f0e-3f51-4a0b-9a0e-2b0f6c1d2e3f" {
+		t.Fatalf("EnqueueRun with an upper-case id = %+v, %v", r, err)
+	}
+	if got, err := s.GetRun(ctx, &state.GetRunParams{ID: "0A6C6F0E-3F51-4A0B-9A0E-2B0F6C1D2E3F"}); err != nil || got.ID != r.ID {
+		t.Errorf("GetRun with the upper-case id = %+v, %v", got, err)
+	}
 }
