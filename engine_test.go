@@ -541,3 +541,15 @@ func TestGracefulStopReleasesLeaseAndAnotherRunnerContinues(t *testing.T) {
 	}
 	close(block)
 }
+
+func TestShortSecretRefused(t *testing.T) {
+	h := newHarness(t, starflow.Config{Secrets: func(context.Context, string) (string, error) { return "e", nil }})
+	h.start()
+	run := h.runToEnd("name: short\nsecrets: [TOK]\nsteps:\n  - id: a\n    context_set: {greeting: hello}\n", nil)
+	if run.Status != starflowtype.RunFailed || !strings.Contains(run.Error, "secret TOK is 1 bytes long") {
+		t.Fatalf("run %s: %q", run.Status, run.Error)
+	}
+	if n := len(h.steps(run.ID)); n != 0 {
+		t.Fatalf("%d steps ran with an unscrubbable secret", n)
+	}
+}

@@ -33,10 +33,14 @@ type Adapter interface {
 	Close() error
 
 	// PutDefinition stores a definition revision; storing the same
-	// (workspace, name, revision) again returns the existing row.
+	// (workspace, name, revision) again returns the existing row. Either
+	// way the revision becomes the newest applied one (the "current"
+	// revision GetDefinition returns by name), as re-deploying an older
+	// revision should.
 	PutDefinition(ctx context.Context, p *PutDefinitionParams) (*starflowtype.Definition, error)
 	// GetDefinition finds a definition by ID, or by Name (+ Revision; the
-	// newest when Revision is empty). ErrNotFound when none matches.
+	// most recently applied when Revision is empty). ErrNotFound when none
+	// matches.
 	GetDefinition(ctx context.Context, p *GetDefinitionParams) (*starflowtype.Definition, error)
 
 	// EnqueueRun inserts a queued run and its run_queued event. With an

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/internal/engine"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/workflow"
@@ -56,8 +57,12 @@ step. Prints the run id; exits 0 when the run succeeded and 1 with the error whe
 				return validationExit(err)
 			}
 			for _, name := range parsed.Secrets {
-				if _, ok := os.LookupEnv(name); !ok {
+				v, ok := os.LookupEnv(name)
+				if !ok || v == "" {
 					return fmt.Errorf("the workflow needs secret %s: set the environment variable %s", name, name)
+				}
+				if len(v) < engine.MinSecretLength {
+					return fmt.Errorf("secret %s is shorter than %d bytes; it could not be scrubbed safely from what Starflow stores", name, engine.MinSecretLength)
 				}
 			}
 			def, err := eng.Apply(ctx, args[0], src)

@@ -26,6 +26,11 @@ const (
 	OutcomeLeaseLost Outcome = "lease_lost"
 )
 
+// MinSecretLength is the shortest secret value accepted (bytes). Secrets
+// are scrubbed by value: a one-letter secret would be replaced inside every
+// stored word, corrupting keys and values, so shorter values fail the run.
+const MinSecretLength = 4
+
 // runState is the in-memory context of one run being executed.
 type runState struct {
 	e      *Engine
@@ -108,6 +113,10 @@ func (rs *runState) execute(ctx context.Context) (any, error) {
 		v, err := rs.e.cfg.Secrets(ctx, name)
 		if err != nil {
 			return nil, step.Permanent(err)
+		}
+		if len(v) < MinSecretLength {
+			return nil, step.Permanent(fmt.Errorf("secret %s is %d bytes long; secrets are scrubbed by value from everything stored, "+
+				"which is only safe for values of at least %d bytes", name, len(v), MinSecretLength))
 		}
 		secrets[name] = v
 		values = append(values, v)

@@ -11,9 +11,9 @@ UPDATE workflow_runs
 RETURNING workspace_id, env, attempt;
 
 -- name: insert_definition
-INSERT INTO workflow_definitions (id, workspace_id, name, revision, spec_json, source)
-VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (workspace_id, name, revision) DO NOTHING;
+INSERT INTO workflow_definitions (id, workspace_id, name, revision, spec_json, source, applied_at)
+VALUES (?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+ON CONFLICT (workspace_id, name, revision) DO UPDATE SET applied_at = excluded.applied_at;
 
 -- name: get_definition_by_id
 SELECT id, workspace_id, name, revision, spec_json, source, created_at
@@ -26,7 +26,7 @@ SELECT id, workspace_id, name, revision, spec_json, source, created_at
 -- name: get_definition_latest
 SELECT id, workspace_id, name, revision, spec_json, source, created_at
   FROM workflow_definitions WHERE workspace_id = ? AND name = ?
- ORDER BY created_at DESC, rowid DESC LIMIT 1;
+ ORDER BY applied_at DESC, rowid DESC LIMIT 1;
 
 -- name: insert_run
 INSERT INTO workflow_runs (

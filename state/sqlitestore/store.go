@@ -161,12 +161,30 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: migrations: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	// Two processes opening a new file at once both try migration 1; each
+	// migration is one transaction, so the loser's fails and rolls back
+	// while the winner's commits. Trying again then finds it applied.
+	for try := 1; ; try++ {
+		_, err = p.Up(ctx)
+		if err == nil {
+			break
+		}
+		if try == migrateTries || ctx.Err() != nil {
+			return fmt.Errorf("sqlitestore: migrate: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sqlitestore: migrate: %w", ctx.Err())
+		case <-time.After(time.Duration(try) * 50 * time.Millisecond):
+		}
 	}
 	s.closeStmts() // the schema may have changed: prepare again
 	return nil
 }
+
+// migrateTries bounds Migrate's retries when another process migrates the
+// same file at the same time.
+const migrateTries = 5
 
 // prepared returns the prepared statements, preparing them on first use.
 func (s *Store) prepared(ctx context.Context) (map[string]*sql.Stmt, error) {

@@ -1,6 +1,7 @@
 package sqlitestore_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -167,6 +168,30 @@ func TestTwoStoresClaimExclusively(t *testing.T) {
 	for id, n := range claimed {
 		if n != 1 {
 			t.Errorf("run %s claimed %d times", id, n)
+		}
+	}
+}
+
+// TestConcurrentMigrate: several stores (as several processes would)
+// migrate one new file at the same time; all succeed.
+func TestConcurrentMigrate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "race.db")
+	const n = 6
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			s, err := sqlitestore.Open(sqlitestore.Config{Path: path})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			errs <- s.Migrate(context.Background())
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }
