@@ -3,7 +3,9 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -41,45 +43,60 @@ func (s *Store) ExplainSweep(ctx context.Context, p *state.ExpireOldLeasesParams
 	return s.explain(ctx, q("expired_leases"), []any{limit})
 }
 
-// explain plans query both ways, in a transaction that is rolled back.
-// The custom plan is EXPLAIN of the statement with args bound. The generic
-// plan comes from a named prepared statement executed under
-// plan_cache_mode = force_generic_plan; prepared statements outlive
-// transactions, so it is deallocated explicitly.
+// explain plans query both ways on one connection of the pool. The custom
+// plan is EXPLAIN of the statement with args bound (EXPLAIN without ANALYZE
+// executes nothing). The generic plan comes from a named prepared statement
+// executed under plan_cache_mode = force_generic_plan (SET LOCAL, in a
+// transaction that is rolled back). A prepared statement outlives
+// transactions, so it is deallocated explicitly; if anything fails once it
+// exists, the connection is closed rather than returned to the pool with
+// it.
 func (s *Store) explain(ctx context.Context, query string, args []any) (*Plan, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: explain: %w", err)
+	}
+	defer conn.Release()
 	var plan Plan
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&plan.Custom); err != nil {
-			return fmt.Errorf("custom plan: %w", err)
+	if err := conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&plan.Custom); err != nil {
+		return nil, fmt.Errorf("pgstore: explain: custom plan: %w", err)
+	}
+	const name = "starflow_explain"
+	if _, err := conn.Exec(ctx, "PREPARE "+name+" AS "+query); err != nil {
+		return nil, fmt.Errorf("pgstore: explain: prepare: %w", err)
+	}
+	clean := false
+	defer func() {
+		if !clean {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		}
-		const name = "starflow_explain"
-		if _, err := tx.Exec(ctx, "PREPARE "+name+" AS "+query); err != nil {
-			return fmt.Errorf("prepare: %w", err)
-		}
-		defer func() { _, _ = tx.Conn().Exec(context.WithoutCancel(ctx), "DEALLOCATE "+name) }()
+	}()
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
 			return err
 		}
-		params := ""
+		params := make([]string, len(args))
 		for i := range args {
-			if i > 0 {
-				params += ", "
-			}
-			params += fmt.Sprintf("$%d", i+1)
+			params[i] = fmt.Sprintf("$%d", i+1)
 		}
 		// EXECUTE takes its arguments as literals: the simple protocol
 		// has pgx quote them into the text.
 		simple := append([]any{pgx.QueryExecModeSimpleProtocol}, args...)
-		if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE "+name+"("+params+")", simple...).Scan(&plan.Generic); err != nil {
-			return fmt.Errorf("generic plan: %w", err)
+		sql := "EXPLAIN (FORMAT JSON) EXECUTE " + name + "(" + strings.Join(params, ", ") + ")"
+		if err := tx.QueryRow(ctx, sql, simple...).Scan(&plan.Generic); err != nil {
+			return err
 		}
 		return errRollback
 	})
-	if err != nil && err != errRollback {
-		return nil, fmt.Errorf("pgstore: explain: %w", err)
+	if err != nil && !errors.Is(err, errRollback) {
+		return nil, fmt.Errorf("pgstore: explain: generic plan: %w", err)
 	}
+	if _, err := conn.Exec(ctx, "DEALLOCATE "+name); err != nil {
+		return nil, fmt.Errorf("pgstore: explain: deallocate: %w", err)
+	}
+	clean = true
 	return &plan, nil
 }
 
-// errRollback ends a read-only transaction of explain by rolling it back.
-var errRollback = fmt.Errorf("pgstore: rollback")
+// errRollback ends explain's transaction by rolling it back.
+var errRollback = errors.New("pgstore: rollback")

@@ -135,3 +135,30 @@ func TestQueryPlans(t *testing.T) {
 		t.Fatalf("ExpireOldLeases on the filled table = %d runs, %v; want 100", len(swept), err)
 	}
 }
+
+// TestExplainLeavesNoPreparedStatement: on a one-connection pool, explain
+// after explain works (the prepared statement was deallocated) and the
+// adapter's own statements still run.
+func TestExplainLeavesNoPreparedStatement(t *testing.T) {
+	t.Parallel()
+	s := openConfig(t, pgstore.Config{Schema: newSchema(t), MaxConns: 1})
+	ctx := t.Context()
+	for i := range 3 {
+		if _, err := s.ExplainClaim(ctx, &state.ClaimRunParams{RunnerID: "r", LeaseTTL: time.Minute}); err != nil {
+			t.Fatalf("ExplainClaim #%d: %v", i+1, err)
+		}
+		if _, err := s.ExplainSweep(ctx, &state.ExpireOldLeasesParams{}); err != nil {
+			t.Fatalf("ExplainSweep #%d: %v", i+1, err)
+		}
+	}
+	var prepared int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE name = 'starflow_explain'`).Scan(&prepared); err != nil || prepared != 0 {
+		t.Fatalf("%d starflow_explain statements left on the connection (%v)", prepared, err)
+	}
+	if _, err := s.EnqueueRun(ctx, &state.EnqueueRunParams{WorkflowName: "wf"}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: "r", LeaseTTL: time.Minute}); err != nil || c == nil {
+		t.Fatalf("ClaimRun after explaining = %+v, %v", c, err)
+	}
+}

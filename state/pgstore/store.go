@@ -209,7 +209,10 @@ func (s *Store) Capabilities() state.Capabilities {
 }
 
 // Pool returns the connection pool. Its connections have the store's
-// search_path, so a transaction begun on it can be passed to EnqueueTx.
+// search_path, so a transaction begun on it can be passed to EnqueueTx;
+// they also carry idle_in_transaction_session_timeout
+// (Config.IdleInTransactionTimeout), so a transaction left idle longer than
+// that is ended by the server.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Channel returns the LISTEN/NOTIFY channel the store notifies when work
