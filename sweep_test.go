@@ -51,6 +51,11 @@ func TestSweepRecoversLostRun(t *testing.T) {
 	if !strings.Contains(types, "node_start:a runner_lost run_interrupted run_claimed run_started node_start:a") {
 		t.Fatalf("events: %s", types)
 	}
+	// The lost attempt's step row ended with it; attempt 2 ran both steps.
+	steps := h.steps(run.ID)
+	if len(steps) != 3 || steps[0].Attempt != 1 || steps[0].Status != starflowtype.StepFailed || steps[0].Error != "runner_lost" {
+		t.Fatalf("ledger after recovery: %+v", steps[0])
+	}
 	// The dead runner is fenced out for good.
 	if _, err := h.store.OnRunComplete(ctx, &state.RunCompleteParams{RunID: run.ID, Lease: l}); err == nil {
 		t.Fatal("the dead runner's write was accepted")

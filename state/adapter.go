@@ -101,7 +101,9 @@ type Adapter interface {
 	// ExpireOldLeases is the lease sweep (seed 000's expireOldLeases): every
 	// run whose claim_state is claimed or running and whose lease_until is
 	// before the database's now becomes interrupted/abandoned with a
-	// runner_lost event, and then the retry policy applies: recovery mode
+	// runner_lost event; the step instances it left running in that
+	// attempt become failed with the reason as their error; and then the
+	// retry policy applies: recovery mode
 	// replay or resume with attempt < max_attempts re-queues it (claim_state
 	// queued, attempt + 1, available_at = now + p.Backoff(attempt),
 	// run_interrupted event); manual leaves it interrupted for an operator;

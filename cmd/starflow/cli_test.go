@@ -107,6 +107,7 @@ func TestCLIFailures(t *testing.T) {
 		{[]string{"run", "missing.yaml"}, 1, "cannot read missing.yaml"},
 		{[]string{"run", "fails.yaml", "--input", "{nope", "--db", "x.db"}, 1, "--input is not valid JSON"},
 		{[]string{"runs", "show", "no-such-run", "--db", "x.db"}, 1, `no run with id "no-such-run"`},
+		{[]string{"runs", "list", "--db", "typo.db"}, 1, "no Starflow database at typo.db"},
 		{[]string{"runs", "list", "--store", "mysql://x"}, 1, "unknown scheme"},
 	}
 	for _, c := range cases {

@@ -63,6 +63,17 @@ func (g *globalFlags) storeURL() string {
 	return "sqlite://" + defaultDB
 }
 
+// openExistingStore opens the store for commands that only read: a SQLite
+// file must already exist (a mistyped --db must not create an empty one).
+func (g *globalFlags) openExistingStore(ctx context.Context) (state.Adapter, error) {
+	if path, ok := strings.CutPrefix(g.storeURL(), "sqlite://"); ok && path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("no Starflow database at %s (give the right one with --db PATH or %s)", path, envDB)
+		}
+	}
+	return g.openStore(ctx)
+}
+
 // openStore opens and migrates the store named by the flags.
 func (g *globalFlags) openStore(ctx context.Context) (state.Adapter, error) {
 	url := g.storeURL()

@@ -105,7 +105,8 @@ step. Prints the run id; exits 0 when the run succeeded and 1 with the error whe
 			}
 			if waitErr != nil {
 				p.finish(nil)
-				return &exitError{code: 130, msg: fmt.Sprintf("interrupted; run %s was released and will continue on the next runner (starflow worker --db …)", run.ID)}
+				fmt.Printf("run %s interrupted; its lease was released\n", run.ID)
+				return &exitError{code: 130, msg: fmt.Sprintf("interrupted; run %s will continue on the next runner: starflow worker --store %s", run.ID, redactURL(g.storeURL()))}
 			}
 			p.finish(final)
 			switch final.Status {

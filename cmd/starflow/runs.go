@@ -32,7 +32,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			store, err := g.openStore(ctx)
+			store, err := g.openExistingStore(ctx)
 			if err != nil {
 				return err
 			}
@@ -50,7 +50,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 			}
 			tw := newTable(os.Stdout, "ID", "WORKFLOW", "STATUS", "ATTEMPT", "CREATED", "DURATION", "ERROR")
 			for _, r := range runs {
-				tw.row(r.ID, r.WorkflowName, string(r.Status), fmt.Sprint(r.Attempt), fmtTime(r.CreatedAt), fmtMS(r.DurationMS), short(r.Error, 60))
+				tw.row(r.ID, r.WorkflowName, string(r.Status), fmt.Sprint(r.Attempt), fmtTime(r.CreatedAt), runDuration(r), short(r.Error, 60))
 			}
 			return tw.flush()
 		},
@@ -65,7 +65,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := g.openStore(ctx)
+			store, err := g.openExistingStore(ctx)
 			if err != nil {
 				return err
 			}
@@ -85,7 +85,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 				{"trigger", string(r.TriggerType)}, {"runner_pool", r.RunnerPool}, {"leased_by", r.LeasedBy},
 				{"lease_epoch", fmt.Sprint(r.LeaseEpoch)}, {"lease_until", fmtTime(r.LeaseUntil)},
 				{"created_at", fmtTime(r.CreatedAt)}, {"started_at", fmtTime(r.StartedAt)},
-				{"completed_at", fmtTime(r.CompletedAt)}, {"duration", fmtMS(r.DurationMS)},
+				{"completed_at", fmtTime(r.CompletedAt)}, {"duration", runDuration(r)},
 				{"phase", r.Phase}, {"dead_lettered", fmt.Sprint(r.DeadLettered)},
 				{"input", string(r.Input)}, {"output", string(r.Output)}, {"error", r.Error},
 			}
@@ -105,7 +105,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := g.openStore(ctx)
+			store, err := g.openExistingStore(ctx)
 			if err != nil {
 				return err
 			}
@@ -154,7 +154,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := g.openStore(ctx)
+			store, err := g.openExistingStore(ctx)
 			if err != nil {
 				return err
 			}
@@ -227,11 +227,19 @@ func (t *table) row(cols ...string) {
 
 func (t *table) flush() error { return t.tw.Flush() }
 
+// runDuration is the run's duration once it ended, "-" before.
+func runDuration(r *starflowtype.Run) string {
+	if r.CompletedAt.IsZero() {
+		return "-"
+	}
+	return fmtMS(r.DurationMS)
+}
+
 func fmtTime(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format("2006-01-02 15:04:05.000")
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
 }
 
 func fmtMS(ms int64) string {

@@ -16,9 +16,10 @@ UPDATE workflow_runs
 RETURNING workspace_id, env, attempt;
 
 -- name: insert_definition
-INSERT INTO workflow_definitions (id, workspace_id, name, revision, spec_json, source)
-VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (workspace_id, name, revision) DO NOTHING;
+-- Storing a revision again keeps its row and makes it the current one.
+INSERT INTO workflow_definitions (id, workspace_id, name, revision, spec_json, source, applied_at)
+VALUES ($1, $2, $3, $4, $5, $6, now())
+ON CONFLICT (workspace_id, name, revision) DO UPDATE SET applied_at = excluded.applied_at;
 
 -- name: get_definition_by_id
 SELECT id::text, workspace_id, name, revision, spec_json, source, created_at
@@ -29,9 +30,10 @@ SELECT id::text, workspace_id, name, revision, spec_json, source, created_at
   FROM workflow_definitions WHERE workspace_id = $1 AND name = $2 AND revision = $3;
 
 -- name: get_definition_latest
+-- The current revision: the most recently applied.
 SELECT id::text, workspace_id, name, revision, spec_json, source, created_at
   FROM workflow_definitions WHERE workspace_id = $1 AND name = $2
- ORDER BY created_at DESC, seq DESC LIMIT 1;
+ ORDER BY applied_at DESC, seq DESC LIMIT 1;
 
 -- name: insert_run
 INSERT INTO workflow_runs (

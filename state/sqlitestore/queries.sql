@@ -292,3 +292,13 @@ UPDATE workflow_runs
        available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?),
        updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
  WHERE id = ?;
+
+-- name: steps_lost
+-- The step instances a lost runner left running end with the attempt.
+UPDATE workflow_steps
+   SET status      = 'failed',
+       error       = ?1,
+       finished_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       duration_ms = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                                  - julianday(started_at)) * 86400000) AS INTEGER)
+ WHERE run_id = ?2 AND attempt = ?3 AND status IN ('running', 'waiting');

@@ -52,6 +52,9 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 			if _, err := t.exec(ctx, "run_lost", reason, l.id); err != nil {
 				return translate(err)
 			}
+			if _, err := t.exec(ctx, "steps_lost", reason, l.id, l.attempt); err != nil {
+				return translate(err)
+			}
 			payload, _ := json.Marshal(map[string]any{"reason": reason, "runner_id": l.runner, "lease_epoch": l.epoch})
 			if err := t.event(ctx, m, l.id, 0, starflowtype.EventRunnerLost, "", "", payload); err != nil {
 				return err
