@@ -49,16 +49,19 @@ func TestCLIInterruptReleasesLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
+	var rest strings.Builder
 	go func() {
 		for sc.Scan() {
+			rest.WriteString(sc.Text() + "\n")
 		}
 		done <- cmd.Wait()
 	}()
 	select {
 	case err := <-done:
 		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != 130 || !strings.Contains(stderr.String(), "released") {
-			t.Fatalf("exit %v: %s", err, stderr.String())
+		if !ok || ee.ExitCode() != 130 || !strings.Contains(rest.String(), "interrupted; its lease was released") ||
+			!strings.Contains(stderr.String(), "starflow worker --store sqlite://i.db") {
+			t.Fatalf("exit %v: %s%s", err, rest.String(), stderr.String())
 		}
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
