@@ -313,3 +313,12 @@ UPDATE workflow_runs
        available_at = now() + $1::bigint * interval '1 microsecond',
        updated_at   = now()
  WHERE id = $2;
+
+-- name: steps_lost
+-- The step instances a lost runner left running end with the attempt.
+UPDATE workflow_steps
+   SET status      = 'failed',
+       error       = $1,
+       finished_at = now(),
+       duration_ms = round(extract(epoch FROM now() - started_at) * 1000)::bigint
+ WHERE run_id = $2 AND attempt = $3 AND status IN ('running', 'waiting');

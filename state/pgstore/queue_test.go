@@ -375,6 +375,25 @@ func TestSweepHook(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The first run's runner had a step running (and one finished) when
+	// it was lost.
+	c, err := s.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: "frozen", LeaseTTL: time.Hour})
+	if err != nil || c == nil {
+		t.Fatalf("ClaimRun = %+v, %v", c, err)
+	}
+	if _, err := s.OnRunStart(ctx, &state.RunStartParams{RunID: c.ID, Lease: c.Lease()}); err != nil {
+		t.Fatal(err)
+	}
+	done := state.StepKey{RunID: c.ID, Attempt: 1, StepID: "done"}
+	cut := state.StepKey{RunID: c.ID, Attempt: 1, ScopePath: "fanout.lane_a", StepID: "cut"}
+	for _, k := range []state.StepKey{done, cut} {
+		if err := s.OnNodeStart(ctx, &state.NodeStartParams{StepKey: k, Lease: c.Lease(), Kind: "service_call", Try: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.OnNodeComplete(ctx, &state.NodeCompleteParams{StepKey: done, Lease: c.Lease(), Try: 1}); err != nil {
+		t.Fatal(err)
+	}
 	expireAll(t, s)
 	got, err := s.ExpireOldLeases(ctx, &state.ExpireOldLeasesParams{})
 	if err != nil || len(got) != 3 {
@@ -398,6 +417,16 @@ func TestSweepHook(t *testing.T) {
 		if r.Status != stored.Status || r.ClaimState != stored.ClaimState || r.Attempt != stored.Attempt || !r.UpdatedAt.Equal(stored.UpdatedAt) {
 			t.Errorf("Change.Runs[%d] = %+v, stored %+v", i, r, stored)
 		}
+	}
+	steps, err := s.ListSteps(ctx, &state.ListStepsParams{RunID: c.ID})
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("steps of the lost run: %+v, %v", steps, err)
+	}
+	if st := steps[0]; st.Status != starflowtype.StepSucceeded {
+		t.Errorf("the finished step became %s, want it left succeeded", st.Status)
+	}
+	if st := steps[1]; st.Status != starflowtype.StepFailed || st.Error != "runner_lost" || st.FinishedAt.IsZero() {
+		t.Errorf("the step cut off by the lost runner: %+v, want failed with error runner_lost and finished_at", st)
 	}
 	// runner_lost and run_interrupted for each run, in run order.
 	if len(ch.Events) != 6 {

@@ -21,7 +21,7 @@ type lostRun struct {
 }
 
 // ExpireOldLeases implements state.Adapter with the transitions and events
-// of sqlitestore's sweep. The expired runs are selected FOR UPDATE SKIP
+// of sqlitestore's sweep (the lost attempt's running steps fail too). The expired runs are selected FOR UPDATE SKIP
 // LOCKED, so a run a runner (or a frozen runner, or another sweeper) has
 // locked is left for the next pass; several sweepers at once each change
 // disjoint runs. The transaction runs under SET LOCAL lock_timeout
@@ -51,6 +51,7 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 		b := &pgx.Batch{}
 		for _, l := range runs {
 			b.Queue(q("run_lost"), reason, l.id)
+			b.Queue(q("steps_lost"), reason, l.id, l.m.attempt)
 			payload, _ := json.Marshal(map[string]any{"reason": reason, "runner_id": l.runner, "lease_epoch": l.epoch})
 			t.queueEvent(b, l.m, l.id, starflowtype.EventRunnerLost, payload)
 			switch {
