@@ -38,7 +38,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&g.store, "store", "", "store URL: sqlite://PATH (env "+envStore+")")
+	root.PersistentFlags().StringVar(&g.store, "store", "", "store URL: postgres://USER@HOST:PORT/DB[?schema=NAME] or sqlite://PATH (env "+envStore+")")
 	root.PersistentFlags().StringVar(&g.db, "db", "", "SQLite database file, shorthand for --store sqlite://PATH (env "+envDB+", default "+defaultDB+")")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log engine activity to stderr")
 	root.AddCommand(
@@ -77,12 +77,12 @@ func (g *globalFlags) openExistingStore(ctx context.Context) (state.Adapter, err
 // openStore opens and migrates the store named by the flags.
 func (g *globalFlags) openStore(ctx context.Context) (state.Adapter, error) {
 	url := g.storeURL()
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		return openPostgres(ctx, url)
+	}
 	path, ok := strings.CutPrefix(url, "sqlite://")
 	if !ok {
-		if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
-			return nil, fmt.Errorf("store %q: PostgreSQL is not supported by this build yet; use sqlite://PATH or --db PATH", redactURL(url))
-		}
-		return nil, fmt.Errorf("store %q: unknown scheme; use sqlite://PATH or --db PATH", redactURL(url))
+		return nil, fmt.Errorf("store %q: unknown scheme; use postgres://…, sqlite://PATH or --db PATH", redactURL(url))
 	}
 	if path == "" {
 		return nil, fmt.Errorf("store %q: missing the database file path", url)

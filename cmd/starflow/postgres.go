@@ -1,0 +1,33 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+
+	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/state/pgstore"
+)
+
+// openPostgres opens and migrates a PostgreSQL store. A `schema` query
+// parameter (not a PostgreSQL one) selects the schema Starflow's tables
+// live in; it is removed before connecting.
+func openPostgres(ctx context.Context, raw string) (state.Adapter, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("store URL %q: %w", redactURL(raw), err)
+	}
+	q := u.Query()
+	schema := q.Get("schema")
+	q.Del("schema")
+	u.RawQuery = q.Encode()
+	s, err := pgstore.Open(ctx, pgstore.Config{URL: u.String(), Schema: schema})
+	if err != nil {
+		return nil, fmt.Errorf("cannot open PostgreSQL store %s: %w", redactURL(raw), err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("PostgreSQL store %s: %w", redactURL(raw), err)
+	}
+	return s, nil
+}
