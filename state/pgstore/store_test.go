@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net/url"
 	"os"
 	"sync"
 	"testing"
@@ -56,9 +57,18 @@ func requireDB(t testing.TB) {
 		return
 	}
 	if os.Getenv("CI") != "" {
-		t.Fatalf("PostgreSQL at %s is not reachable and CI is set, so the PostgreSQL tests may not be skipped: %v", testURL(), reachErr)
+		t.Fatalf("PostgreSQL at %s is not reachable and CI is set, so the PostgreSQL tests may not be skipped: %v", redacted(testURL()), reachErr)
 	}
-	t.Skipf("PostgreSQL at %s is not reachable (%v); set STARFLOW_TEST_PG_URL to run the pgstore tests", testURL(), reachErr)
+	t.Skipf("PostgreSQL at %s is not reachable (%v); set STARFLOW_TEST_PG_URL to run the pgstore tests", redacted(testURL()), reachErr)
+}
+
+// redacted is a URL with its password masked, for messages.
+func redacted(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" {
+		return "STARFLOW_TEST_PG_URL"
+	}
+	return u.Redacted()
 }
 
 // adminExec runs sql on a connection of its own.
