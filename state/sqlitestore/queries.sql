@@ -82,8 +82,7 @@ RETURNING lease_until;
 -- ErrConflict.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
                             kind, status, tries, started_at, seq)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-        (SELECT coalesce(max(seq), 0) + 1 FROM workflow_steps WHERE run_id = ?1))
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'running', tries = excluded.tries, error = NULL,
        finished_at = NULL, duration_ms = NULL
@@ -112,8 +111,7 @@ UPDATE workflow_steps
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
                             kind, status, tries, started_at, finished_at, duration_ms, error, seq)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'failed', ?8,
-        strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, ?9,
-        (SELECT coalesce(max(seq), 0) + 1 FROM workflow_steps WHERE run_id = ?1))
+        strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, ?9, 0)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'failed', kind = excluded.kind, tries = excluded.tries, error = excluded.error,
        finished_at = excluded.finished_at, duration_ms = 0
@@ -125,8 +123,7 @@ ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
                             kind, status, tries, started_at, finished_at, duration_ms, error, seq)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'skipped', 0,
-        strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, NULL,
-        (SELECT coalesce(max(seq), 0) + 1 FROM workflow_steps WHERE run_id = ?1))
+        strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, NULL, 0)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'skipped', finished_at = excluded.finished_at
  WHERE workflow_steps.status <> 'succeeded';
@@ -234,7 +231,7 @@ SELECT run_id, attempt, scope_path, step_id, kind, status, tries, started_at, fi
        coalesce(duration_ms, 0), coalesce(error, '')
   FROM workflow_steps
  WHERE run_id = ? AND (? = 0 OR attempt = ?)
- ORDER BY attempt, seq;
+ ORDER BY attempt, rowid; -- rowid: first-start order (an upsert keeps it)
 
 -- name: get_step
 SELECT run_id, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,

@@ -3,6 +3,7 @@ package statetest
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
@@ -79,6 +80,11 @@ func (s *suite) testDefinitions(t *testing.T) {
 		jsonEqual(t, "spec by revision", byRev.Spec, `{"v":1}`)
 		equal(t, "latest", get(&state.GetDefinitionParams{Name: "orders"}).ID, d2.ID)
 		equal(t, "latest in acme", get(&state.GetDefinitionParams{WorkspaceID: "acme", Name: "orders"}).ID, acme.ID)
+		// Re-applying an older revision makes it current again (a rollback).
+		time.Sleep(2 * time.Millisecond) // timestamps have millisecond precision
+		again := put(h, "", "orders", "rev1", `{"v":1}`)
+		equal(t, "re-applied keeps its id", again.ID, d1.ID)
+		equal(t, "latest after re-applying rev1", get(&state.GetDefinitionParams{Name: "orders"}).ID, d1.ID)
 	})
 
 	t.Run("NotFound", func(t *testing.T) {
