@@ -35,6 +35,8 @@ type Config struct {
 	RunnerID string
 	// Pools are the runner pools the in-process runner serves.
 	Pools []string
+	// OnlyRun limits the in-process runner to one run (by id); "" = any.
+	OnlyRun string
 	// LeaseTTL (default 30 s), Heartbeat (default 10 s), PollInterval
 	// (default 200 ms) and Concurrency (default 8) tune the runner.
 	LeaseTTL, Heartbeat, PollInterval time.Duration
@@ -70,6 +72,10 @@ type Config struct {
 
 // EnqueueOptions are the optional settings of one enqueue.
 type EnqueueOptions struct {
+	// ID is the new run's id (a UUID); "" = generated. With an
+	// IdempotencyKey that was already used, the first run is returned and
+	// its id differs.
+	ID string
 	// Revision pins a stored revision; "" = the newest applied one.
 	Revision string
 	// IdempotencyKey is stored on the run.
@@ -146,7 +152,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, store: cfg.Store, registry: reg, engine: eng, changed: make(chan struct{})}
 	e.runner, err = runner.New(cfg.Store, eng, runner.Config{
-		ID: cfg.RunnerID, Pools: cfg.Pools, Workspace: cfg.Workspace, LeaseTTL: cfg.LeaseTTL,
+		ID: cfg.RunnerID, Pools: cfg.Pools, Workspace: cfg.Workspace, OnlyRun: cfg.OnlyRun, LeaseTTL: cfg.LeaseTTL,
 		Heartbeat: cfg.Heartbeat, PollInterval: cfg.PollInterval, Concurrency: cfg.Concurrency,
 		Logger: cfg.Logger, OnFinish: func(string, engine.Outcome) { e.broadcast() },
 	})
@@ -246,7 +252,7 @@ func (e *Engine) Enqueue(ctx context.Context, name string, input any, opts *Enqu
 		maxAttempts = def.MaxAttempts
 	}
 	run, err := e.store.EnqueueRun(ctx, &state.EnqueueRunParams{
-		WorkspaceID: e.cfg.Workspace, Env: e.cfg.Env, DefinitionID: row.ID, WorkflowName: row.Name,
+		ID: opts.ID, WorkspaceID: e.cfg.Workspace, Env: e.cfg.Env, DefinitionID: row.ID, WorkflowName: row.Name,
 		WorkflowRevision: row.Revision, RunnerPool: pool, Priority: opts.Priority, MaxAttempts: maxAttempts,
 		Delay: opts.Delay, RecoveryMode: mode, TriggerType: opts.Trigger, IdempotencyKey: opts.IdempotencyKey,
 		Input: raw,

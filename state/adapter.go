@@ -194,6 +194,10 @@ type ClaimRunParams struct {
 	Pools       []string // the runner's pools; a run with a NULL pool matches any
 	LeaseTTL    time.Duration
 	WorkspaceID string // "" = any workspace
+	// RunID limits the claim to that run (when it is claimable); "" =
+	// the best available run. `starflow run` uses it to execute only its
+	// own run.
+	RunID string
 }
 
 // RunStartParams is the first fenced write of a claim.

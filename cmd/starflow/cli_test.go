@@ -135,3 +135,20 @@ func TestCLIMissingSecretFailsBeforeEnqueue(t *testing.T) {
 		t.Fatalf("a run was enqueued: %s", list.stdout)
 	}
 }
+
+// TestCLIRunExecutesOnlyItsOwnRun: other queued runs in the same store are
+// left for workers.
+func TestCLIRunExecutesOnlyItsOwnRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "three.yaml", threeSteps)
+	starflowCmd(t, dir, nil, "apply", "three.yaml", "--db", "o.db")
+	other := strings.TrimSpace(starflowCmd(t, dir, nil, "enqueue", "three", "--db", "o.db").stdout)
+	if r := starflowCmd(t, dir, nil, "run", "three.yaml", "--db", "o.db"); r.code != 0 {
+		t.Fatalf("run: %s", r.stderr)
+	}
+	r := starflowCmd(t, dir, nil, "runs", "show", other, "--db", "o.db", "--json")
+	if !strings.Contains(r.stdout, `"status": "queued"`) || !strings.Contains(r.stdout, `"lease_epoch": 0`) {
+		t.Fatalf("the other run was touched:\n%s", r.stdout)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/starflow/starflow"
@@ -46,8 +47,11 @@ step. Prints the run id; exits 0 when the run succeeded and 1 with the error whe
 				return err
 			}
 			defer store.Close()
+			// The in-process runner claims only this command's run (same
+			// claim path as a worker, limited by id).
+			runID := uuid.NewString()
 			eng, err := starflow.New(starflow.Config{
-				Store: store, Logger: g.logger(os.Stderr), AllowEnv: allowEnv, StepTimeout: stepTimeout,
+				Store: store, Logger: g.logger(os.Stderr), AllowEnv: allowEnv, StepTimeout: stepTimeout, OnlyRun: runID,
 			})
 			if err != nil {
 				return err
@@ -70,7 +74,7 @@ step. Prints the run id; exits 0 when the run succeeded and 1 with the error whe
 				return validationExit(err)
 			}
 			run, err := eng.Enqueue(ctx, def.Name, in, &starflow.EnqueueOptions{
-				Revision: def.Revision, Trigger: starflowtype.TriggerCLI, RecoveryMode: starflowtype.RecoveryMode(mode),
+				ID: runID, Revision: def.Revision, Trigger: starflowtype.TriggerCLI, RecoveryMode: starflowtype.RecoveryMode(mode),
 			})
 			if err != nil {
 				return err

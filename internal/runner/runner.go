@@ -36,6 +36,9 @@ type Config struct {
 	Pools []string
 	// Workspace limits claims to one workspace; "" = any.
 	Workspace string
+	// OnlyRun limits claims to that run ("" = any run). `starflow run`
+	// executes only its own run this way, on the same claim path.
+	OnlyRun string
 	// LeaseTTL is how long a claim or heartbeat holds the lease. Default
 	// 30 s.
 	LeaseTTL time.Duration
@@ -197,7 +200,7 @@ func (r *Runner) loop(ctx context.Context) {
 			return
 		case slots <- struct{}{}:
 		}
-		run, err := r.store.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: r.cfg.ID, Pools: r.cfg.Pools, LeaseTTL: r.cfg.LeaseTTL, WorkspaceID: r.cfg.Workspace})
+		run, err := r.store.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: r.cfg.ID, Pools: r.cfg.Pools, LeaseTTL: r.cfg.LeaseTTL, WorkspaceID: r.cfg.Workspace, RunID: r.cfg.OnlyRun})
 		if err != nil || run == nil {
 			<-slots
 			if err != nil && ctx.Err() == nil {

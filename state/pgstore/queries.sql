@@ -69,6 +69,26 @@ UPDATE workflow_runs
           FOR UPDATE SKIP LOCKED)
 RETURNING /*run_columns*/;
 
+-- name: claim_run_id
+-- claim_run limited to one run (by primary key).
+UPDATE workflow_runs
+   SET claim_state    = 'claimed',
+       leased_by      = $1,
+       lease_until    = now() + $2::bigint * interval '1 microsecond',
+       last_heartbeat = now(),
+       lease_epoch    = lease_epoch + 1,
+       claim_attempts = claim_attempts + 1,
+       updated_at     = now()
+ WHERE id = (
+       SELECT id FROM workflow_runs
+        WHERE id = $5::uuid
+          AND claim_state = 'queued'
+          AND available_at <= now()
+          AND (runner_pool IS NULL OR runner_pool = ANY ($3::text[]))
+          AND ($4::text = '' OR workspace_id = $4)
+          FOR UPDATE SKIP LOCKED)
+RETURNING /*run_columns*/;
+
 -- name: run_start
 UPDATE workflow_runs
    SET status      = 'running',

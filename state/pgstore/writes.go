@@ -168,7 +168,11 @@ func (e *enqueue) write(ctx context.Context, p *state.EnqueueRunParams) func(t *
 // UPDATE SKIP LOCKED) and the run_claimed event, in one transaction.
 func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflowtype.Run, error) {
 	run, err := s.inTx(ctx, "ClaimRun", "", true, func(t *txn) error {
-		r, err := scanRun(t.tx.QueryRow(ctx, q("claim_run"), claimArgs(p)...))
+		query, args := q("claim_run"), claimArgs(p)
+		if p.RunID != "" {
+			query, args = q("claim_run_id"), append(args, p.RunID)
+		}
+		r, err := scanRun(t.tx.QueryRow(ctx, query, args...))
 		if errors.Is(err, pgx.ErrNoRows) {
 			t.idle = true
 			return nil

@@ -57,6 +57,23 @@ UPDATE workflow_runs
         LIMIT 1)
 RETURNING id;
 
+-- name: claim_run_id
+-- claim_run limited to one run.
+UPDATE workflow_runs
+   SET claim_state    = 'claimed',
+       leased_by      = ?1,
+       lease_until    = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?2),
+       last_heartbeat = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       lease_epoch    = lease_epoch + 1,
+       claim_attempts = claim_attempts + 1,
+       updated_at     = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?5
+   AND claim_state = 'queued'
+   AND available_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now')
+   AND (runner_pool IS NULL OR runner_pool IN (SELECT value FROM json_each(?3)))
+   AND (?4 = '' OR workspace_id = ?4)
+RETURNING id;
+
 -- name: run_start
 UPDATE workflow_runs
    SET status      = 'running',

@@ -223,7 +223,11 @@ func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflo
 	pools, _ := json.Marshal(orEmpty(p.Pools))
 	run, err := s.inTx(ctx, "ClaimRun", "", true, func(t *txn) error {
 		var id string
-		err := t.queryRow(ctx, "claim_run", p.RunnerID, sqliteOffset(p.LeaseTTL), string(pools), p.WorkspaceID).Scan(&id)
+		query, args := "claim_run", []any{p.RunnerID, sqliteOffset(p.LeaseTTL), string(pools), p.WorkspaceID}
+		if p.RunID != "" {
+			query, args = "claim_run_id", append(args, p.RunID)
+		}
+		err := t.queryRow(ctx, query, args...).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			t.idle = true
 			return nil

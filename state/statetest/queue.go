@@ -154,3 +154,32 @@ func hasEvent(evs []*starflowtype.Event, typ starflowtype.EventType) bool {
 	}
 	return false
 }
+
+// testClaimByID: ClaimRunParams.RunID claims that run only, ignoring
+// priority, and nothing when it is not claimable.
+func (s *suite) testClaimByID(t *testing.T) {
+	t.Parallel()
+	h := s.stored(t)
+	high := h.enqueue(&state.EnqueueRunParams{Priority: 10})
+	low := h.enqueue(nil)
+	claim := func(id string) *starflowtype.Run {
+		t.Helper()
+		r, err := h.a.ClaimRun(h.ctx(), &state.ClaimRunParams{RunnerID: runnerA, LeaseTTL: leaseTTL, RunID: id})
+		if err != nil {
+			t.Fatalf("ClaimRun(RunID %s): %v", id, err)
+		}
+		return r
+	}
+	if r := claim(low.ID); r == nil || r.ID != low.ID || r.LeaseEpoch != 1 {
+		t.Fatalf("claim by id returned %+v, want run %s", r, low.ID)
+	}
+	if r := claim(low.ID); r != nil {
+		t.Fatalf("a claimed run was claimed again: %+v", r)
+	}
+	if r := claim(uuid.NewString()); r != nil {
+		t.Fatalf("an unknown run id claimed %+v", r)
+	}
+	if r := h.claim(runnerB); r == nil || r.ID != high.ID {
+		t.Fatalf("the other run is still claimable normally: %+v", r)
+	}
+}

@@ -59,6 +59,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("ClearLease", s.testClearLease)
 	t.Run("Phase", s.testPhase)
 	t.Run("IdempotentEnqueue", s.testIdempotentEnqueue)
+	t.Run("ClaimByID", s.testClaimByID)
 	t.Run("ExpireOldLeases", s.testExpireOldLeases)
 	t.Run("Hooks", s.testHooks)
 	t.Run("Lists", s.testLists)
