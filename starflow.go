@@ -211,6 +211,24 @@ func (e *Engine) Apply(ctx context.Context, filename string, src []byte) (*starf
 // definition's input_schema. Errors: ErrNotFound (no such workflow), an
 // input error naming what is wrong.
 func (e *Engine) Enqueue(ctx context.Context, name string, input any, opts *EnqueueOptions) (*starflowtype.Run, error) {
+	p, err := e.EnqueueParams(ctx, name, input, opts)
+	if err != nil {
+		return nil, err
+	}
+	run, err := e.store.EnqueueRun(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	e.runner.Notify()
+	return run, nil
+}
+
+// EnqueueParams resolves and checks an enqueue exactly as Enqueue does —
+// the definition's revision, the input against input_schema, the recovery
+// mode, pool and attempts — without writing anything. Pass the result to a
+// store's transactional enqueue (pgstore.Store.EnqueueTx) to create the
+// run inside your own transaction.
+func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts *EnqueueOptions) (*state.EnqueueRunParams, error) {
 	if opts == nil {
 		opts = &EnqueueOptions{}
 	}
@@ -251,17 +269,12 @@ func (e *Engine) Enqueue(ctx context.Context, name string, input any, opts *Enqu
 	if maxAttempts == 0 {
 		maxAttempts = def.MaxAttempts
 	}
-	run, err := e.store.EnqueueRun(ctx, &state.EnqueueRunParams{
+	return &state.EnqueueRunParams{
 		ID: opts.ID, WorkspaceID: e.cfg.Workspace, Env: e.cfg.Env, DefinitionID: row.ID, WorkflowName: row.Name,
 		WorkflowRevision: row.Revision, RunnerPool: pool, Priority: opts.Priority, MaxAttempts: maxAttempts,
 		Delay: opts.Delay, RecoveryMode: mode, TriggerType: opts.Trigger, IdempotencyKey: opts.IdempotencyKey,
 		Input: raw,
-	})
-	if err != nil {
-		return nil, err
-	}
-	e.runner.Notify()
-	return run, nil
+	}, nil
 }
 
 // Start starts the in-process runner (unless NoRunner) and, with
