@@ -161,17 +161,30 @@ func (rs *runState) execute(ctx context.Context) (any, error) {
 	return out, nil
 }
 
-// loadCheckpoints reads the checkpoints already committed in this attempt
-// (a run continued after a graceful release) so those step instances are
-// restored instead of executed.
+// loadCheckpoints reads the checkpoints whose step instances are restored
+// instead of executed: those committed in the current attempt (a run
+// continued after a graceful release), and, in resume recovery mode, those
+// of earlier attempts too (the newest per step instance), so a resumed run
+// never executes a committed step again.
 func (rs *runState) loadCheckpoints(ctx context.Context) error {
-	cps, err := rs.e.cfg.Store.ListCheckpoints(ctx, &state.ListCheckpointsParams{RunID: rs.run.ID, Attempt: rs.run.Attempt})
+	p := &state.ListCheckpointsParams{RunID: rs.run.ID, Attempt: rs.run.Attempt}
+	resume := rs.run.RecoveryMode == starflowtype.RecoveryResume
+	if resume {
+		p.Attempt = 0 // every attempt
+	}
+	cps, err := rs.e.cfg.Store.ListCheckpoints(ctx, p)
 	if err != nil {
 		return fmt.Errorf("load checkpoints: %w", err)
 	}
 	rs.restored = map[string]*starflowtype.Checkpoint{}
 	for _, c := range cps {
-		rs.restored[c.ScopePath+"\x00"+c.StepID] = c
+		if c.Attempt > rs.run.Attempt {
+			continue
+		}
+		k := c.ScopePath + "\x00" + c.StepID
+		if old, ok := rs.restored[k]; !ok || c.Attempt >= old.Attempt {
+			rs.restored[k] = c
+		}
 	}
 	return nil
 }
