@@ -19,13 +19,13 @@ var (
 	defaultsFields    = []string{"timeout", "retry_policy"}
 	retryPolicyFields = []string{"max_attempts", "initial_interval", "backoff", "max_interval"}
 	stepFields        = []string{"id", "when", "run_after", "retry_policy", "timeout", "output"}
-	stepKinds         = []string{"service_call", "context_set", "fail"}
+	stepKinds         = []string{"service_call", "context_set", "fail", "if", "try", "repeat_until", "for_each", "parallel"}
 	serviceCallFields = []string{"method", "url", "headers", "query", "body", "expect_status"}
 	failFields        = []string{"message"}
 
 	// unimplementedKinds are the kinds of SPEC §2 this version does not
 	// parse yet; the names are reserved (no custom type may take them).
-	unimplementedKinds = []string{"session_read", "session_write", "wait", "workflow_call", "if", "try", "repeat_until", "for_each", "parallel"}
+	unimplementedKinds = []string{"session_read", "session_write", "wait", "workflow_call"}
 
 	recoveryModes = []string{"replay", "resume", "manual"}
 	httpMethods   = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
@@ -85,7 +85,11 @@ type decoder struct {
 	errs  *errorList
 	src   *source
 	opts  ParseOptions
-	steps []*stepSrc
+	steps []*stepSrc // every step, nested ones included, in the order decoded
+	lists []*listSrc // every steps list
+
+	depth    int      // constructs being decoded around the current step
+	loopVars []string // for_each `as` names in scope that expressions do not declare
 }
 
 // stepSrc keeps the positions validation needs after decoding.
@@ -94,6 +98,12 @@ type stepSrc struct {
 	idPos    Pos
 	after    []Pos // of each RunAfter entry
 	hasAfter bool
+}
+
+// listSrc is one steps list: run_after resolves within it.
+type listSrc struct {
+	steps []*stepSrc
+	desc  string // where it is, for messages: "the top-level steps"
 }
 
 func (d *decoder) errorf(p Pos, format string, args ...any) {
@@ -203,7 +213,7 @@ func (d *decoder) definition(root *vnode) *Definition {
 		case "defaults":
 			def.Defaults = d.defaults(n)
 		case "steps":
-			def.Steps = d.stepList(n)
+			def.Steps = d.stepList(n, "steps", "the top-level steps")
 		case "output":
 			def.Output = d.template(n, "output")
 		}
@@ -293,19 +303,24 @@ func (d *decoder) retryPolicy(n *vnode, what string) *RetryPolicy {
 	return rp
 }
 
-func (d *decoder) stepList(n *vnode) []*Step {
+// stepList decodes a steps list. field names it in messages ("steps",
+// "if.then"), desc says where it is ("the then list of step \"x\"").
+func (d *decoder) stepList(n *vnode, field, desc string) []*Step {
 	if n.kind != vList {
-		d.typeError(n, "steps", "a list")
+		d.typeError(n, field, "a list")
 		return nil
 	}
 	if len(n.items) == 0 {
-		d.errorf(n.pos, "steps must not be empty")
+		d.errorf(n.pos, "%s must not be empty", field)
 		return nil
 	}
+	l := &listSrc{desc: desc}
+	d.lists = append(d.lists, l)
 	out := make([]*Step, 0, len(n.items))
 	for _, it := range n.items {
-		if s := d.step(it); s != nil {
-			out = append(out, s)
+		if src := d.step(it); src != nil {
+			out = append(out, src.step)
+			l.steps = append(l.steps, src)
 		}
 	}
 	return out
@@ -317,13 +332,14 @@ type kindKey struct {
 	val  *vnode
 }
 
-func (d *decoder) step(n *vnode) *Step {
+func (d *decoder) step(n *vnode) *stepSrc {
 	if n.kind != vMap {
 		d.typeError(n, "a step", "a mapping")
 		return nil
 	}
 	s := &Step{Pos: d.src.orig(n.pos)}
 	src := &stepSrc{step: s}
+	d.steps = append(d.steps, src)
 	var kinds []kindKey
 	hasID, kindReported := false, false
 	for _, p := range n.pairs {
@@ -348,7 +364,7 @@ func (d *decoder) step(n *vnode) *Step {
 			s.Timeout, _ = d.duration(v, "timeout")
 		case "output":
 			s.Output = d.template(v, "output")
-		case "service_call", "context_set", "fail":
+		case "service_call", "context_set", "fail", "if", "try", "repeat_until", "for_each", "parallel":
 			kinds = append(kinds, kindKey{p.key, p.keyPos, v})
 		default:
 			switch {
@@ -383,31 +399,41 @@ func (d *decoder) step(n *vnode) *Step {
 			s.ContextSet = d.contextSet(k.val)
 		case "fail":
 			s.Fail = d.fail(k.val, k.pos)
+		case "if", "try", "repeat_until", "for_each", "parallel":
+			d.construct(s, k)
 		default:
 			s.Custom = &Custom{Type: k.name, Input: d.templateOrNull(k.val, k.name)}
 		}
 	}
-	d.steps = append(d.steps, src)
-	return s
+	return src
 }
 
-func (d *decoder) when(n *vnode) any {
-	switch n.kind {
-	case vBool:
+func (d *decoder) when(n *vnode) any { return d.expression(n, "when", true) }
+
+// expression decodes a value that is one expression (when, if.condition,
+// repeat_until.until, for_each.items): a string of bare CEL or of exactly
+// one ${{ }}, or, when boolOK, a boolean.
+func (d *decoder) expression(n *vnode, field string, boolOK bool) any {
+	switch {
+	case n.kind == vBool && boolOK:
 		return n.b
-	case vString:
-		tpl, err := d.opts.Expr.ParseExpr(n.s)
+	case n.kind == vString:
+		tpl, checked, err := d.compile(n.s, true)
 		if err != nil {
-			d.exprError(n, "when", err)
+			d.exprError(n, field, err)
 			return nil
 		}
-		if expr.HasExpr(n.s) && !singleExpr(n.s, tpl) {
-			d.errorf(n.pos, "when must be one expression: bare CEL, or exactly one ${{ }} with nothing around it")
+		if expr.HasExpr(n.s) && !singleExpr(checked, tpl) {
+			d.errorf(n.pos, "%s must be one expression: bare CEL, or exactly one ${{ }} with nothing around it", field)
 			return nil
 		}
 		return n.s
 	}
-	d.typeError(n, "when", "a boolean or an expression")
+	if boolOK {
+		d.typeError(n, field, "a boolean or an expression")
+	} else {
+		d.typeError(n, field, "an expression")
+	}
 	return nil
 }
 
@@ -423,11 +449,7 @@ func (d *decoder) runAfter(n *vnode) ([]string, []Pos) {
 		d.typeError(n, "run_after", "a list of step ids")
 		return nil, nil
 	}
-	if len(n.items) == 0 {
-		d.errorf(n.pos, "run_after must name at least one step (leave it out to run after the step before)")
-		return nil, nil
-	}
-	var ids []string
+	ids := []string{} // not nil: an empty list means "no dependency"
 	var pos []Pos
 	seen := map[string]bool{}
 	for _, it := range n.items {
@@ -619,7 +641,7 @@ func (d *decoder) checkExprs(n *vnode, field string) {
 		if !expr.HasExpr(n.s) {
 			return
 		}
-		if _, err := d.opts.Expr.ParseTemplate(n.s); err != nil {
+		if _, _, err := d.compile(n.s, false); err != nil {
 			d.exprError(n, field, err)
 		}
 	case vList:

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -49,11 +50,19 @@ type RetryPolicy struct {
 }
 
 // Step is one entry of a steps list. Exactly one kind field is set (or, for
-// a custom step type registered from Go, Custom).
+// a custom step type registered from Go, Custom). The control-flow kinds
+// (If, Try, RepeatUntil, ForEach, Parallel) hold nested steps lists; see
+// Children and Definition.Walk.
+//
+// RunAfter names steps of the same list this step waits for. nil (the
+// field left out) means "after the step before it in the list" (no
+// dependency for the first step); an empty, non-nil list means "no
+// dependency: may start at once", so a list can have several roots. The
+// canonical form keeps the difference. DependsOn applies the rule.
 type Step struct {
 	ID          string       `json:"id"`
 	When        any          `json:"when,omitempty"`      // bool or expression
-	RunAfter    []string     `json:"run_after,omitempty"` // ids in the same list; none = after the step before
+	RunAfter    []string     `json:"run_after,omitempty"` // ids in the same list; nil = after the step before, [] = none
 	RetryPolicy *RetryPolicy `json:"retry_policy,omitempty"`
 	Timeout     Duration     `json:"timeout,omitempty"`
 	Output      any          `json:"output,omitempty"` // template; sees the raw output as `output`
@@ -61,6 +70,11 @@ type Step struct {
 	ServiceCall *ServiceCall   `json:"service_call,omitempty"`
 	ContextSet  map[string]any `json:"context_set,omitempty"` // key → template
 	Fail        *Fail          `json:"fail,omitempty"`
+	If          *If            `json:"if,omitempty"`
+	Try         *Try           `json:"try,omitempty"`
+	RepeatUntil *RepeatUntil   `json:"repeat_until,omitempty"`
+	ForEach     *ForEach       `json:"for_each,omitempty"`
+	Parallel    *Parallel      `json:"parallel,omitempty"`
 	Custom      *Custom        `json:"-"` // marshalled as {"<type>": input}
 
 	// Pos is where the step starts in the source (not canonical).
@@ -89,8 +103,145 @@ type Custom struct {
 	Input any
 }
 
-// Kind names the step's kind: "service_call", "context_set", "fail", or the
-// custom type's name.
+// If runs Then when Condition is true, else Else (when there is one). Its
+// output is the output of the branch taken, null when none is.
+type If struct {
+	// Condition is a boolean or an expression (bare CEL, or exactly one
+	// `${{ }}`), like Step.When.
+	Condition any     `json:"condition"`
+	Then      []*Step `json:"then"`           // required, not empty
+	Else      []*Step `json:"else,omitempty"` // nil: no else branch; never empty when set
+}
+
+// Try runs Steps; when one of them fails, Catch runs (seeing the failure as
+// `error`: {message, step_id, kind}) and the failure is caught. Finally
+// runs in any case, after Steps and Catch. The output is the output of
+// Steps, or of Catch when it caught an error. Catch and Finally are nil
+// when absent, never empty.
+type Try struct {
+	Steps   []*Step `json:"steps"`
+	Catch   []*Step `json:"catch,omitempty"`
+	Finally []*Step `json:"finally,omitempty"`
+}
+
+// RepeatUntil runs Steps (iteration i in scope <id>.iter_<i>, from 0), then
+// evaluates Until; it stops when Until is true, and fails its step with
+// max_iterations_exceeded when MaxIterations iterations ran without Until
+// becoming true. The output is the output of the last iteration.
+type RepeatUntil struct {
+	Steps         []*Step `json:"steps"`
+	Until         any     `json:"until"`          // boolean or expression, like Step.When
+	MaxIterations int     `json:"max_iterations"` // required, ≥ 1
+}
+
+// ForEach runs Steps once per element of the list Items evaluates to
+// (item i in scope <id>.item_<i>, from 0), with the element bound to the
+// name As, up to Concurrency items at a time. The output is the list of the
+// items' last outputs, in item order.
+//
+// Defaults: As "item", Concurrency 1. Parse fills them in, and the
+// canonical form always writes them, so a definition that spells a default
+// out has the same revision as one that leaves it out. A ForEach built in
+// Go may leave them zero; ItemName and Workers apply the defaults.
+type ForEach struct {
+	Items       any     `json:"items"`                 // an expression yielding a list
+	As          string  `json:"as,omitempty"`          // [a-z_][a-z0-9_]*, not a reserved name
+	Concurrency int     `json:"concurrency,omitempty"` // ≥ 1
+	Steps       []*Step `json:"steps"`
+}
+
+// Parallel runs each lane's steps concurrently, lane NAME in scope
+// <id>.lane_<NAME>. With FailFast (the default), the first lane failure
+// cancels the other lanes; without it every lane runs to its end before
+// the step fails. The output maps each lane name to its last output.
+//
+// FailFast defaults to true: Parse fills it in and the canonical form
+// always writes it (see ForEach). FailsFast applies the default to a
+// Parallel built in Go with FailFast nil.
+type Parallel struct {
+	Lanes    map[string][]*Step `json:"lanes"` // lane name ([a-z0-9][a-z0-9_-]*) → steps; not empty
+	FailFast *bool              `json:"fail_fast,omitempty"`
+}
+
+// Defaults of the control-flow constructs (SPEC §2).
+const (
+	DefaultItemName    = "item"
+	DefaultConcurrency = 1
+	DefaultFailFast    = true
+)
+
+// ItemName is the name the current element is bound to: As, or "item".
+func (f *ForEach) ItemName() string {
+	if f.As == "" {
+		return DefaultItemName
+	}
+	return f.As
+}
+
+// Workers is how many items may run at once: Concurrency, or 1.
+func (f *ForEach) Workers() int {
+	if f.Concurrency < 1 {
+		return DefaultConcurrency
+	}
+	return f.Concurrency
+}
+
+// FailsFast reports whether a lane failure cancels the other lanes:
+// FailFast, or true when it is nil.
+func (p *Parallel) FailsFast() bool {
+	if p.FailFast == nil {
+		return DefaultFailFast
+	}
+	return *p.FailFast
+}
+
+// LaneNames returns the lane names in sorted order: the fixed order in
+// which lanes are listed, and their context changes merged (SPEC §3).
+func (p *Parallel) LaneNames() []string {
+	names := make([]string, 0, len(p.Lanes))
+	for name := range p.Lanes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// MarshalJSON writes the construct with its defaults filled in.
+func (f ForEach) MarshalJSON() ([]byte, error) {
+	type plain ForEach
+	c := plain(f)
+	c.Items = canonValue(c.Items)
+	c.As, c.Concurrency = f.ItemName(), f.Workers()
+	return json.Marshal(c)
+}
+
+// MarshalJSON writes the construct with its default filled in.
+func (p Parallel) MarshalJSON() ([]byte, error) {
+	type plain Parallel
+	c := plain(p)
+	ff := p.FailsFast()
+	c.FailFast = &ff
+	return json.Marshal(c)
+}
+
+// MarshalJSON writes the construct; template values keep their JSON type.
+func (i If) MarshalJSON() ([]byte, error) {
+	type plain If
+	c := plain(i)
+	c.Condition = canonValue(c.Condition)
+	return json.Marshal(c)
+}
+
+// MarshalJSON writes the construct; template values keep their JSON type.
+func (r RepeatUntil) MarshalJSON() ([]byte, error) {
+	type plain RepeatUntil
+	c := plain(r)
+	c.Until = canonValue(c.Until)
+	return json.Marshal(c)
+}
+
+// Kind names the step's kind: "service_call", "context_set", "fail", "if",
+// "try", "repeat_until", "for_each", "parallel", or the custom type's name.
 func (s *Step) Kind() string {
 	switch {
 	case s.ServiceCall != nil:
@@ -99,20 +250,53 @@ func (s *Step) Kind() string {
 		return "context_set"
 	case s.Fail != nil:
 		return "fail"
+	case s.If != nil:
+		return "if"
+	case s.Try != nil:
+		return "try"
+	case s.RepeatUntil != nil:
+		return "repeat_until"
+	case s.ForEach != nil:
+		return "for_each"
+	case s.Parallel != nil:
+		return "parallel"
 	case s.Custom != nil:
 		return s.Custom.Type
 	}
 	return ""
 }
 
+// stepJSON is Step as the canonical form writes it: the same fields in the
+// same order, RunAfter as a pointer so that an explicit empty list is
+// written ([]) and an absent one is not.
+type stepJSON struct {
+	ID          string         `json:"id"`
+	When        any            `json:"when,omitempty"`
+	RunAfter    *[]string      `json:"run_after,omitempty"`
+	RetryPolicy *RetryPolicy   `json:"retry_policy,omitempty"`
+	Timeout     Duration       `json:"timeout,omitempty"`
+	Output      any            `json:"output,omitempty"`
+	ServiceCall *ServiceCall   `json:"service_call,omitempty"`
+	ContextSet  map[string]any `json:"context_set,omitempty"`
+	Fail        *Fail          `json:"fail,omitempty"`
+	If          *If            `json:"if,omitempty"`
+	Try         *Try           `json:"try,omitempty"`
+	RepeatUntil *RepeatUntil   `json:"repeat_until,omitempty"`
+	ForEach     *ForEach       `json:"for_each,omitempty"`
+	Parallel    *Parallel      `json:"parallel,omitempty"`
+}
+
 // MarshalJSON writes the step with its custom type, if any, as a key of
 // its own. Template values keep their JSON type (see Definition.MarshalJSON).
 func (s *Step) MarshalJSON() ([]byte, error) {
-	type plain Step
-	c := plain(*s)
-	c.When = canonValue(c.When)
-	c.Output = canonValue(c.Output)
-	c.ContextSet = canonMap(c.ContextSet)
+	c := stepJSON{
+		ID: s.ID, When: canonValue(s.When), RetryPolicy: s.RetryPolicy, Timeout: s.Timeout,
+		Output: canonValue(s.Output), ServiceCall: s.ServiceCall, ContextSet: canonMap(s.ContextSet),
+		Fail: s.Fail, If: s.If, Try: s.Try, RepeatUntil: s.RepeatUntil, ForEach: s.ForEach, Parallel: s.Parallel,
+	}
+	if s.RunAfter != nil {
+		c.RunAfter = &s.RunAfter
+	}
 	b, err := json.Marshal(&c)
 	if err != nil || s.Custom == nil {
 		return b, err
@@ -177,14 +361,4 @@ func (d *Definition) Canonical() []byte {
 func (d *Definition) Revision() string {
 	sum := sha256.Sum256(d.Canonical())
 	return hex.EncodeToString(sum[:])
-}
-
-// StepByID finds a step anywhere in the definition.
-func (d *Definition) StepByID(id string) *Step {
-	for _, s := range d.Steps {
-		if s.ID == id {
-			return s
-		}
-	}
-	return nil
 }

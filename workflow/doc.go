@@ -4,6 +4,16 @@
 // the JSON Schema published by `starflow schema`, and the check of a run
 // input against a definition's input_schema.
 //
+// Steps are service_call, context_set, fail, custom types registered from
+// Go, and the control-flow constructs if, try, repeat_until, for_each and
+// parallel, which hold nested steps lists. Step ids are unique in the whole
+// definition; run_after resolves within one steps list, each list being a
+// graph of its own. Step.Children, Definition.Walk, StepByID, Ancestors and
+// DependsOn navigate the tree. Constructs nest at most MaxConstructDepth
+// deep. Defaults of the constructs (as: item, concurrency: 1, fail_fast:
+// true) are filled in by Parse and always written in the canonical form,
+// so spelling them out does not change a revision.
+//
 // Parse reads JSON through the YAML parser (after rewriting the few JSON
 // escapes YAML lacks), so both formats give positions. It reports every
 // problem it finds as an *Errors sorted by position; expression errors

@@ -69,3 +69,42 @@ steps:
 	// <nil>
 	// input does not match input_schema: at /qty: minimum: got 0, want 1
 }
+
+func ExampleDefinition_Walk() {
+	src := `name: nested
+steps:
+  - id: fetch
+    context_set: {orders: "${{ input.orders }}"}
+  - id: ship
+    try:
+      steps:
+        - id: each
+          for_each:
+            items: variables.orders
+            as: order
+            concurrency: 4
+            steps:
+              - id: send
+                context_set: {last: "${{ order.id }}"}
+      catch:
+        - id: report
+          context_set: {failure: "${{ error.message }}"}
+`
+	d, err := workflow.Parse("nested.yaml", []byte(src), workflow.ParseOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d.Walk(func(s *workflow.Step, list []*workflow.Step) bool {
+		fmt.Println(len(d.Ancestors(s.ID)), s.ID, s.Kind())
+		return true
+	})
+	fmt.Println(d.StepByID("send").Pos)
+	// Output:
+	// 0 fetch context_set
+	// 0 ship try
+	// 1 each for_each
+	// 2 send context_set
+	// 1 report context_set
+	// {14 17}
+}

@@ -152,7 +152,6 @@ var invalidCases = []invalidCase{
 	{"two kinds", "name: a\nsteps:\n  - id: a\n    fail: {message: x}\n    context_set: {x: 1}\n", "t.yaml:5:5: ", `step "a" has more than one kind: fail (line 4) and context_set`},
 	{"run_after unknown", "name: a\nsteps:\n  - id: a\n    fail: {message: x}\n  - id: b\n    run_after: [a, c]\n    fail: {message: x}\n", "t.yaml:6:20: ", `run_after: no step "c" in this steps list`},
 	{"run_after self", "name: a\nsteps:\n  - id: a\n    run_after: [a]\n    fail: {message: x}\n", "t.yaml:4:17: ", `step "a" cannot run after itself`},
-	{"run_after empty", "name: a\nsteps:\n  - id: a\n    run_after: []\n    fail: {message: x}\n", "t.yaml:4:16: ", "run_after must name at least one step"},
 	{"run_after cycle", "name: a\nsteps:\n  - id: a\n    run_after: [b]\n    fail: {message: x}\n  - id: b\n    run_after: [a]\n    fail: {message: x}\n", "t.yaml:4:17: ", "run_after cycle: a → b → a"},
 	{"run_after cycle through list order", "name: a\nsteps:\n  - id: a\n    run_after: [c]\n    fail: {message: x}\n  - id: b\n    fail: {message: x}\n  - id: c\n    fail: {message: x}\n", "t.yaml:4:17: ", "run_after cycle: a → c → b → a (a step without run_after runs after the step before it)"},
 	{"recovery_mode", "name: a\nrecovery_mode: retry\n" + okSteps, "t.yaml:2:16: ", "recovery_mode must be one of replay, resume, manual"},

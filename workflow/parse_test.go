@@ -136,19 +136,64 @@ func defsEqual(a, b *Definition, withPos bool) bool {
 		ca.Source, cb.Source = "", ""
 	}
 	ca.Steps, cb.Steps = nil, nil
-	if !reflect.DeepEqual(ca, cb) || len(a.Steps) != len(b.Steps) {
+	return reflect.DeepEqual(ca, cb) && stepsEqual(a.Steps, b.Steps, withPos)
+}
+
+// stepsEqual compares steps lists, nested ones included.
+func stepsEqual(a, b []*Step, withPos bool) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
 		return false
 	}
-	for i := range a.Steps {
-		sa, sb := *a.Steps[i], *b.Steps[i]
-		if !withPos {
-			sa.Pos, sb.Pos = Pos{}, Pos{}
-		}
-		if !reflect.DeepEqual(sa, sb) {
+	for i := range a {
+		if !reflect.DeepEqual(shallow(a[i], withPos), shallow(b[i], withPos)) {
 			return false
+		}
+		ca, cb := a[i].Children(), b[i].Children()
+		if len(ca) != len(cb) {
+			return false
+		}
+		for j := range ca {
+			if !stepsEqual(ca[j], cb[j], withPos) {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// shallow copies s without its nested steps lists (lane names are kept).
+func shallow(s *Step, withPos bool) Step {
+	c := *s
+	if !withPos {
+		c.Pos = Pos{}
+	}
+	if s.If != nil {
+		x := *s.If
+		x.Then, x.Else = nil, nil
+		c.If = &x
+	}
+	if s.Try != nil {
+		c.Try = &Try{}
+	}
+	if s.RepeatUntil != nil {
+		x := *s.RepeatUntil
+		x.Steps = nil
+		c.RepeatUntil = &x
+	}
+	if s.ForEach != nil {
+		x := *s.ForEach
+		x.Steps = nil
+		c.ForEach = &x
+	}
+	if s.Parallel != nil {
+		x := *s.Parallel
+		x.Lanes = map[string][]*Step{}
+		for name := range s.Parallel.Lanes {
+			x.Lanes[name] = nil
+		}
+		c.Parallel = &x
+	}
+	return c
 }
 
 func TestParseNumbers(t *testing.T) {

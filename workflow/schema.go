@@ -19,7 +19,7 @@ var definitionSchema []byte
 // Schema returns the JSON Schema (draft 2020-12) of the definition format,
 // as published by `starflow schema` for editors. It checks the structure;
 // Parse checks more (expressions, run_after targets and cycles, unique
-// ids, durations), and steps of custom types are checked loosely because
+// ids, durations, construct depth), and steps of custom types are checked loosely because
 // the types are registered at run time.
 func Schema() []byte { return bytes.Clone(definitionSchema) }
 

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,26 +15,58 @@ type edge struct {
 	pos      Pos
 }
 
-// checkGraph checks step ids (unique) and run_after (known targets, no
-// self-reference, no cycle, counting the implicit "after the step before"
-// of steps without run_after).
+// checkGraph checks step ids (unique in the whole definition, nested
+// lists included) and, in each steps list, run_after (targets in the same
+// list, no self-reference, no cycle, counting the implicit "after the step
+// before" of steps without run_after).
 func (d *decoder) checkGraph() {
-	index := map[string]int{}
-	var ids []string
-	for i, src := range d.steps {
+	byPos := slices.Clone(d.steps)
+	slices.SortStableFunc(byPos, func(a, b *stepSrc) int {
+		return cmp.Or(cmp.Compare(a.idPos.Line, b.idPos.Line), cmp.Compare(a.idPos.Column, b.idPos.Column))
+	})
+	first := map[string]*stepSrc{}
+	for _, src := range byPos {
 		id := src.step.ID
 		if id == "" {
 			continue
 		}
-		if j, dup := index[id]; dup {
-			d.errorf(src.idPos, "duplicate step id %q (first defined at line %d)", id, d.steps[j].idPos.Line)
+		if f, dup := first[id]; dup {
+			d.errorf(src.idPos, "duplicate step id %q (first defined at line %d)", id, f.idPos.Line)
 			continue
 		}
-		index[id] = i
-		ids = append(ids, id)
+		first[id] = src
 	}
-	edges := make([][]edge, len(d.steps))
-	for i, src := range d.steps {
+	listOf := map[*stepSrc]*listSrc{}
+	for _, l := range d.lists {
+		for _, src := range l.steps {
+			listOf[src] = l
+		}
+	}
+	for _, l := range d.lists {
+		d.checkList(l, func(id string) string {
+			if src, ok := first[id]; ok && listOf[src] != nil {
+				return listOf[src].desc
+			}
+			return ""
+		})
+	}
+}
+
+// checkList checks the run_after graph of one steps list. where names the
+// list a step of another list is in ("" when there is no such step).
+func (d *decoder) checkList(l *listSrc, where func(id string) string) {
+	index := map[string]int{}
+	var ids []string
+	for i, src := range l.steps {
+		if id := src.step.ID; id != "" {
+			if _, dup := index[id]; !dup {
+				index[id] = i
+				ids = append(ids, id)
+			}
+		}
+	}
+	edges := make([][]edge, len(l.steps))
+	for i, src := range l.steps {
 		s := src.step
 		if !src.hasAfter {
 			if i > 0 {
@@ -47,15 +80,17 @@ func (d *decoder) checkGraph() {
 			switch {
 			case id == s.ID:
 				d.errorf(p, "step %q cannot run after itself", id)
-			case !ok:
-				d.errorf(p, "run_after: no step %q in this steps list%s", id, suggest(id, ids))
-			default:
+			case ok:
 				edges[i] = append(edges[i], edge{to: j, explicit: true, pos: p})
+			case where(id) != "":
+				d.errorf(p, "run_after: step %q is in %s, not in this steps list (%s); run_after names steps of the same list only", id, where(id), l.desc)
+			default:
+				d.errorf(p, "run_after: no step %q in this steps list%s", id, suggest(id, ids))
 			}
 		}
 	}
 	for _, comp := range components(edges) {
-		d.reportCycle(comp, edges)
+		d.reportCycle(l.steps, comp, edges)
 	}
 }
 
@@ -113,7 +148,7 @@ func components(edges [][]edge) [][]int {
 // reportCycle names the shortest cycle through the first step (in list
 // order) of the component comp. That step's edge in the cycle is always an
 // explicit run_after entry: implicit edges point backwards in the list.
-func (d *decoder) reportCycle(comp []int, edges [][]edge) {
+func (d *decoder) reportCycle(steps []*stepSrc, comp []int, edges [][]edge) {
 	start := slices.Min(comp)
 	in := map[int]bool{}
 	for _, v := range comp {
@@ -152,10 +187,10 @@ func (d *decoder) reportCycle(comp []int, edges [][]edge) {
 		hops = append(hops, prev[v])
 	}
 	slices.Reverse(hops)
-	names := []string{d.steps[start].step.ID}
+	names := []string{steps[start].step.ID}
 	implicit := false
 	for _, h := range hops {
-		names = append(names, d.steps[h.e.to].step.ID)
+		names = append(names, steps[h.e.to].step.ID)
 		implicit = implicit || !h.e.explicit
 	}
 	if len(names) > 12 {
@@ -167,7 +202,7 @@ func (d *decoder) reportCycle(comp []int, edges [][]edge) {
 	}
 	at := hops[0].e.pos
 	if !hops[0].e.explicit {
-		at = d.steps[start].idPos
+		at = steps[start].idPos
 	}
 	d.errorf(at, "run_after cycle: %s%s", strings.Join(names, " → "), note)
 }

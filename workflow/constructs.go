@@ -1,0 +1,243 @@
+package workflow
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/starflow/starflow/internal/expr"
+)
+
+// Fields of the control-flow constructs, in the order messages list them.
+var (
+	ifFields          = []string{"condition", "then", "else"}
+	tryFields         = []string{"steps", "catch", "finally"}
+	repeatUntilFields = []string{"steps", "until", "max_iterations"}
+	forEachFields     = []string{"items", "as", "concurrency", "steps"}
+	parallelFields    = []string{"lanes", "fail_fast"}
+)
+
+// MaxConstructDepth bounds how deeply control-flow constructs nest: a step
+// may sit inside at most this many constructs.
+const MaxConstructDepth = 32
+
+// reservedNames are the names expressions see that a for_each `as` may not
+// take (SPEC §2, "Names in scope"). "item" is allowed: it is the default.
+var reservedNames = []string{"input", "variables", "steps", "error", "env", "secrets", "run", "output"}
+
+// celReserved are names a variable of the expression language cannot
+// take, or should not, to stay unambiguous: CEL's literals and reserved
+// words, its type names, and the namespaces of the functions the
+// expression environment provides (optional.of, math.greatest, …).
+var celReserved = []string{
+	"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
+	"if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while",
+	"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type", "dyn",
+	"optional", "math", "strings", "base64", "lists", "sets", "google",
+}
+
+// validItemName reports whether s can be a for_each `as` name: it matches
+// [a-z_][a-z0-9_]* and is neither a reserved name nor a CEL reserved word.
+func validItemName(s string) bool {
+	if s == "" || slices.Contains(reservedNames, s) || slices.Contains(celReserved, s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c == '_':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// construct decodes the control-flow construct k of step s.
+func (d *decoder) construct(s *Step, k kindKey) {
+	if d.depth >= MaxConstructDepth {
+		d.errorf(k.pos, "control flow nests more than %d constructs deep", MaxConstructDepth)
+		// Set the kind, so the step is not reported as kindless.
+		switch k.name {
+		case "if":
+			s.If = &If{}
+		case "try":
+			s.Try = &Try{}
+		case "repeat_until":
+			s.RepeatUntil = &RepeatUntil{}
+		case "for_each":
+			s.ForEach = &ForEach{}
+		case "parallel":
+			s.Parallel = &Parallel{}
+		}
+		return
+	}
+	d.depth++
+	defer func() { d.depth-- }()
+	switch k.name {
+	case "if":
+		s.If = d.ifConstruct(s, k)
+	case "try":
+		s.Try = d.tryConstruct(s, k)
+	case "repeat_until":
+		s.RepeatUntil = d.repeatUntil(s, k)
+	case "for_each":
+		s.ForEach = d.forEach(s, k)
+	case "parallel":
+		s.Parallel = d.parallel(s, k)
+	}
+}
+
+// nested describes a steps list of step s for messages.
+func nested(list string, s *Step) string {
+	return fmt.Sprintf("the %s list of step %q", list, s.ID)
+}
+
+// constructFields decodes the mapping of construct k, calling f for each
+// allowed field, and reports the required fields it lacks.
+func (d *decoder) constructFields(k kindKey, allowed, required []string, f func(p vpair)) {
+	seen := map[string]bool{}
+	if !d.fields(k.val, k.name, allowed, func(p vpair) {
+		seen[p.key] = true
+		f(p)
+	}) {
+		return
+	}
+	for _, r := range required {
+		if !seen[r] {
+			d.errorf(k.pos, "%s is missing %q", k.name, r)
+		}
+	}
+}
+
+func (d *decoder) ifConstruct(s *Step, k kindKey) *If {
+	c := &If{}
+	d.constructFields(k, ifFields, []string{"condition", "then"}, func(p vpair) {
+		switch p.key {
+		case "condition":
+			c.Condition = d.expression(p.val, "if.condition", true)
+		case "then":
+			c.Then = d.stepList(p.val, "if.then", nested("then", s))
+		case "else":
+			c.Else = d.stepList(p.val, "if.else", nested("else", s))
+		}
+	})
+	return c
+}
+
+func (d *decoder) tryConstruct(s *Step, k kindKey) *Try {
+	c := &Try{}
+	d.constructFields(k, tryFields, []string{"steps"}, func(p vpair) {
+		switch p.key {
+		case "steps":
+			c.Steps = d.stepList(p.val, "try.steps", nested("try", s))
+		case "catch":
+			c.Catch = d.stepList(p.val, "try.catch", nested("catch", s))
+		case "finally":
+			c.Finally = d.stepList(p.val, "try.finally", nested("finally", s))
+		}
+	})
+	return c
+}
+
+func (d *decoder) repeatUntil(s *Step, k kindKey) *RepeatUntil {
+	c := &RepeatUntil{}
+	d.constructFields(k, repeatUntilFields, []string{"steps", "until", "max_iterations"}, func(p vpair) {
+		switch p.key {
+		case "steps":
+			c.Steps = d.stepList(p.val, "repeat_until.steps", nested("repeat_until", s))
+		case "until":
+			c.Until = d.expression(p.val, "repeat_until.until", true)
+		case "max_iterations":
+			c.MaxIterations, _ = d.integer(p.val, "repeat_until.max_iterations", 1)
+		}
+	})
+	return c
+}
+
+// forEach decodes a for_each. Its steps are decoded last, once `as` is
+// known: expressions in them may use that name.
+func (d *decoder) forEach(s *Step, k kindKey) *ForEach {
+	c := &ForEach{As: DefaultItemName, Concurrency: DefaultConcurrency}
+	var steps *vnode
+	d.constructFields(k, forEachFields, []string{"items", "steps"}, func(p vpair) {
+		switch p.key {
+		case "items":
+			c.Items = d.expression(p.val, "for_each.items", false)
+		case "as":
+			if name, ok := d.str(p.val, "for_each.as"); ok {
+				switch {
+				case slices.Contains(reservedNames, name):
+					d.errorf(p.val.pos, "for_each.as %q is a reserved name (%s)", name, strings.Join(reservedNames, ", "))
+				case slices.Contains(celReserved, name):
+					d.errorf(p.val.pos, "for_each.as %q is a reserved word or type name of the expression language", name)
+				case !validItemName(name):
+					d.errorf(p.val.pos, "for_each.as %q must match [a-z_][a-z0-9_]*", name)
+				}
+				c.As = name
+			}
+		case "concurrency":
+			if n, ok := d.integer(p.val, "for_each.concurrency", 1); ok {
+				c.Concurrency = n
+			}
+		case "steps":
+			steps = p.val
+		}
+	})
+	if steps == nil {
+		return c
+	}
+	// Expressions know "item" (the default); another name is a loop
+	// variable they do not declare (see compile).
+	undeclared := validItemName(c.As) && !slices.Contains(expr.Names, c.As)
+	if undeclared {
+		d.loopVars = append(d.loopVars, c.As)
+	}
+	c.Steps = d.stepList(steps, "for_each.steps", nested("for_each", s))
+	if undeclared {
+		d.loopVars = d.loopVars[:len(d.loopVars)-1]
+	}
+	return c
+}
+
+func (d *decoder) parallel(s *Step, k kindKey) *Parallel {
+	c := &Parallel{}
+	d.constructFields(k, parallelFields, []string{"lanes"}, func(p vpair) {
+		switch p.key {
+		case "lanes":
+			c.Lanes = d.lanes(s, p.val)
+		case "fail_fast":
+			if p.val.kind != vBool {
+				d.typeError(p.val, "parallel.fail_fast", "a boolean")
+				return
+			}
+			ff := p.val.b
+			c.FailFast = &ff
+		}
+	})
+	if c.FailFast == nil {
+		ff := DefaultFailFast
+		c.FailFast = &ff
+	}
+	return c
+}
+
+func (d *decoder) lanes(s *Step, n *vnode) map[string][]*Step {
+	if n.kind != vMap {
+		d.typeError(n, "parallel.lanes", "a mapping of lane names to steps")
+		return nil
+	}
+	if len(n.pairs) == 0 {
+		d.errorf(n.pos, "parallel.lanes must name at least one lane")
+		return nil
+	}
+	out := make(map[string][]*Step, len(n.pairs))
+	for _, p := range n.pairs {
+		if !ValidID(p.key) {
+			d.errorf(p.keyPos, "lane name %q must match [a-z0-9][a-z0-9_-]*", p.key)
+		}
+		out[p.key] = d.stepList(p.val, "parallel.lanes."+p.key, fmt.Sprintf("lane %q of step %q", p.key, s.ID))
+	}
+	return out
+}
