@@ -553,3 +553,15 @@ func TestShortSecretRefused(t *testing.T) {
 		t.Fatalf("%d steps ran with an unscrubbable secret", n)
 	}
 }
+
+func TestUnencodableOutputFailsStep(t *testing.T) {
+	h := newHarness(t, starflow.Config{})
+	h.start()
+	run := h.runToEnd("name: inf\nsteps:\n  - id: a\n    context_set: {x: \"${{ 1.0 / 0.0 }}\"}\n", nil)
+	if run.Status != starflowtype.RunFailed || !strings.Contains(run.Error, "cannot be stored as JSON") {
+		t.Fatalf("run %s %q", run.Status, run.Error)
+	}
+	if steps := h.steps(run.ID); len(steps) != 1 || steps[0].Status != starflowtype.StepFailed {
+		t.Fatalf("ledger %+v", steps)
+	}
+}

@@ -15,6 +15,10 @@ var (
 	// ErrConflict: the write contradicts existing state (a duplicate key, a
 	// transition the run's current status does not allow).
 	ErrConflict = errors.New("conflict")
+	// ErrCancelRequested: an operator asked to cancel the run; the runner
+	// stops at this step boundary (OnNodeStart wrote nothing) and records
+	// the cancellation with OnRunCancelled.
+	ErrCancelRequested = errors.New("cancel requested")
 	// ErrNoCheckpoint: a resume in resume mode found no checkpoint.
 	ErrNoCheckpoint = errors.New("no_checkpoint")
 	// ErrRevisionMismatch: a resume onto another revision is not possible.

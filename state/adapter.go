@@ -63,7 +63,9 @@ type Adapter interface {
 	// last_heartbeat. Returns the new lease_until.
 	RefreshLease(ctx context.Context, p *RefreshLeaseParams) (time.Time, error)
 	// OnNodeStart upserts the step row as running (tries = p.Try) and
-	// appends node_start.
+	// appends node_start. When an operator asked to cancel the run it
+	// writes nothing and returns starflowtype.ErrCancelRequested: the step
+	// boundary at which a running run stops.
 	OnNodeStart(ctx context.Context, p *NodeStartParams) error
 	// OnNodeRetry records a failed try that will be retried: the step row
 	// keeps status running with its error, and node_retry is appended.
@@ -93,6 +95,10 @@ type Adapter interface {
 	// failed, dead_lettered when attempts ran out, run_failed and, when
 	// dead-lettered, run_dead_lettered). The lease is cleared either way.
 	OnRunError(ctx context.Context, p *RunErrorParams) (*starflowtype.Run, error)
+	// OnRunCancelled ends a run whose cancellation was requested: status
+	// cancelled, claim_state complete, lease cleared, step rows left
+	// running become cancelled, run_cancelled event.
+	OnRunCancelled(ctx context.Context, p *RunCancelledParams) (*starflowtype.Run, error)
 	// ClearLease releases a lease without ending the run (graceful stop):
 	// claim_state queued, available now, leased_by/lease_until cleared; the
 	// next claim bumps the epoch.
@@ -112,6 +118,22 @@ type Adapter interface {
 	// (they are swept next time). Paused runs hold no lease and are never
 	// touched. Returns the runs it changed, as written.
 	ExpireOldLeases(ctx context.Context, p *ExpireOldLeasesParams) ([]*starflowtype.Run, error)
+
+	// CancelRun is an operator's cancel. A run that is queued, interrupted
+	// or paused becomes cancelled at once (run_cancelled event); a claimed
+	// or running run gets cancel_requested and its runner stops at the
+	// next step boundary. ErrConflict when the run already ended;
+	// ErrNotFound when it does not exist.
+	CancelRun(ctx context.Context, p *CancelRunParams) (*starflowtype.Run, error)
+	// RequeueRun is an operator's resume or retrigger: a run that is not
+	// claimed or running (interrupted, failed, cancelled; succeeded too for
+	// a retrigger) is queued again as a new attempt (attempt + 1, available
+	// now, error and dead_lettered cleared, max_attempts raised to at least
+	// the new attempt), with the given recovery mode and, when set, onto
+	// another definition revision; run_queued event with the reason.
+	// ErrConflict when the run is claimed or running (or, for a resume,
+	// succeeded); ErrNotFound when it does not exist.
+	RequeueRun(ctx context.Context, p *RequeueRunParams) (*starflowtype.Run, error)
 
 	// GetRun reads one run. ErrNotFound when absent.
 	GetRun(ctx context.Context, p *GetRunParams) (*starflowtype.Run, error)
@@ -287,6 +309,32 @@ type RunErrorParams struct {
 	Error   string
 	Retry   bool          // the failure is retryable (transient)
 	Backoff time.Duration // delay before the next attempt when re-queued
+}
+
+// RunCancelledParams ends a run whose cancellation was requested.
+type RunCancelledParams struct {
+	RunID string
+	Lease starflowtype.Lease
+}
+
+// CancelRunParams is an operator's cancel.
+type CancelRunParams struct {
+	WorkspaceID string // "" = any
+	RunID       string
+}
+
+// RequeueRunParams is an operator's resume or retrigger.
+type RequeueRunParams struct {
+	WorkspaceID string // "" = any
+	RunID       string
+	// Reason is "resume" or "retrigger" (recorded in the run_queued event).
+	Reason string
+	// RecoveryMode is the mode of the new attempt ("" = keep the run's).
+	RecoveryMode starflowtype.RecoveryMode
+	// DefinitionID and WorkflowRevision move the run onto another
+	// revision ("" = keep the pinned one).
+	DefinitionID     string
+	WorkflowRevision string
 }
 
 // ClearLeaseParams releases a lease without ending the run.

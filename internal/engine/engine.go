@@ -150,7 +150,7 @@ func (e *Engine) definition(ctx context.Context, run *starflowtype.Run) (*workfl
 	if err != nil {
 		return nil, fmt.Errorf("load definition of run %s: %w", run.ID, err)
 	}
-	d, err = workflow.Parse(row.Name+"@"+row.Revision[:12], row.Spec, e.ParseOptions())
+	d, err = workflow.Parse(row.Name+"@"+shortRevision(row.Revision), row.Spec, e.ParseOptions())
 	if err != nil {
 		return nil, fmt.Errorf("stored definition %s no longer parses: %w", row.Name, err)
 	}
@@ -211,6 +211,15 @@ func (r *Registry) get(name string) step.Func {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.funcs[name]
+}
+
+// shortRevision is the first 12 hex digits of a revision (all of a
+// shorter one).
+func shortRevision(r string) string {
+	if len(r) > 12 {
+		return r[:12]
+	}
+	return r
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

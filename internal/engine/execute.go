@@ -23,6 +23,7 @@ const (
 	OutcomeSucceeded Outcome = "succeeded" // run ended succeeded
 	OutcomeFailed    Outcome = "failed"    // run ended failed (or was re-queued for a new attempt)
 	OutcomeReleased  Outcome = "released"  // lease released on shutdown; another runner continues
+	OutcomeCancelled Outcome = "cancelled" // an operator cancelled the run; it stopped at a step boundary
 	OutcomeLeaseLost Outcome = "lease_lost"
 )
 
@@ -55,7 +56,10 @@ type runState struct {
 func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starflowtype.Lease) (Outcome, error) {
 	log := e.cfg.Logger.With("run_id", run.ID, "workflow", run.WorkflowName, "attempt", run.Attempt)
 	led := &ledger{store: e.cfg.Store, runID: run.ID, attempt: run.Attempt, lease: lease}
-	rs := &runState{e: e, run: run, led: led, log: log}
+	// phase starts as stored: a phase change that did not reach the store
+	// (a stop between a step's completion and its phase event) is
+	// recorded after the next step.
+	rs := &runState{e: e, run: run, led: led, log: log, phase: run.Phase}
 
 	out, err := rs.execute(ctx)
 	if err == nil {
@@ -65,6 +69,13 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 		}
 		log.Info("run succeeded", "duration_ms", r.DurationMS)
 		return OutcomeSucceeded, nil
+	}
+	if errors.Is(err, starflowtype.ErrCancelRequested) && ctx.Err() == nil {
+		if _, werr := led.runCancelled(ctx); werr != nil {
+			return rs.writeFailed(ctx, werr)
+		}
+		log.Info("run cancelled by an operator")
+		return OutcomeCancelled, nil
 	}
 	if ctx.Err() != nil || errors.Is(err, starflowtype.ErrLeaseLost) {
 		return rs.writeFailed(ctx, err)

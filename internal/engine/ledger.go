@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/starflow/starflow/internal/redact"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/step"
 )
 
 // ledger is the one writer of a run's cold rows during execution. Every
@@ -26,12 +28,19 @@ func (l *ledger) key(scope, stepID string) state.StepKey {
 	return state.StepKey{RunID: l.runID, Attempt: l.attempt, ScopePath: scope, StepID: stepID}
 }
 
-func (l *ledger) json(v any) json.RawMessage {
+// unencodable is a value that cannot be stored; nothing was written.
+type unencodable struct{ error }
+
+func (u unencodable) Unwrap() error { return u.error }
+
+// json encodes v scrubbed. Values that do not encode (NaN, ±Inf) are
+// refused before anything is written.
+func (l *ledger) json(v any) (json.RawMessage, error) {
 	b, err := l.red.JSON(v)
 	if err != nil {
-		b, _ = json.Marshal(map[string]string{"unencodable": l.red.String(err.Error())})
+		return nil, unencodable{step.Permanent(fmt.Errorf("value cannot be stored as JSON: %s", l.red.Error(err)))}
 	}
-	return b
+	return b, nil
 }
 
 func (l *ledger) nodeStart(ctx context.Context, scope, stepID, kind string, try int) error {
@@ -46,8 +55,16 @@ func (l *ledger) nodeComplete(ctx context.Context, scope, stepID string, try int
 	if delta == nil {
 		delta = map[string]any{}
 	}
+	out, err := l.json(output)
+	if err != nil {
+		return err
+	}
+	d, err := l.json(delta)
+	if err != nil {
+		return err
+	}
 	return l.store.OnNodeComplete(ctx, &state.NodeCompleteParams{StepKey: l.key(scope, stepID), Lease: l.lease, Try: try,
-		Output: l.json(output), Context: l.json(delta)})
+		Output: out, Context: d})
 }
 
 func (l *ledger) nodeError(ctx context.Context, scope, stepID, kind string, try int, err error) error {
@@ -63,11 +80,19 @@ func (l *ledger) phase(ctx context.Context, phase string) error {
 }
 
 func (l *ledger) runComplete(ctx context.Context, output any) (*starflowtype.Run, error) {
-	return l.store.OnRunComplete(ctx, &state.RunCompleteParams{RunID: l.runID, Lease: l.lease, Output: l.json(output)})
+	out, err := l.json(output)
+	if err != nil {
+		return nil, err
+	}
+	return l.store.OnRunComplete(ctx, &state.RunCompleteParams{RunID: l.runID, Lease: l.lease, Output: out})
 }
 
 func (l *ledger) runError(ctx context.Context, err error, retry bool, backoff time.Duration) (*starflowtype.Run, error) {
 	return l.store.OnRunError(ctx, &state.RunErrorParams{RunID: l.runID, Lease: l.lease, Error: l.red.Error(err), Retry: retry, Backoff: backoff})
+}
+
+func (l *ledger) runCancelled(ctx context.Context) (*starflowtype.Run, error) {
+	return l.store.OnRunCancelled(ctx, &state.RunCancelledParams{RunID: l.runID, Lease: l.lease})
 }
 
 func (l *ledger) release(ctx context.Context) error {

@@ -37,13 +37,8 @@ func (rs *runState) execList(ctx context.Context, scope string, list []*workflow
 		}
 	}
 	deps := make([][]string, len(list))
-	for i, s := range list {
-		switch {
-		case len(s.RunAfter) > 0:
-			deps[i] = s.RunAfter
-		case i > 0:
-			deps[i] = []string{list[i-1].ID}
-		}
+	for i := range list {
+		deps[i] = workflow.DependsOn(list, i)
 	}
 	done := map[string]bool{}
 	started := make([]bool, len(list))
@@ -63,7 +58,7 @@ func (rs *runState) execList(ctx context.Context, scope string, list []*workflow
 		s := list[next]
 		out, err := rs.execStep(ctx, scope, s)
 		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, starflowtype.ErrLeaseLost) {
+			if ctx.Err() == nil && !errors.Is(err, starflowtype.ErrLeaseLost) && !errors.Is(err, starflowtype.ErrCancelRequested) {
 				if serr := rs.skipRemaining(ctx, scope, list, started, s.ID); serr != nil {
 					return nil, serr
 				}
@@ -145,7 +140,21 @@ func (rs *runState) execStep(ctx context.Context, scope string, s *workflow.Step
 			out, err = rs.shapeOutput(tctx, s, raw)
 			if err == nil {
 				cancel()
-				return out, rs.complete(ctx, scope, s, try, out, delta)
+				// The handler's work is done: record it even if the runner is
+				// stopping (a shutdown must not throw a finished step away).
+				// The fence still refuses the write if the lease was lost.
+				wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+				err = rs.complete(wctx, scope, s, try, out, delta)
+				wcancel()
+				var bad unencodable
+				if !errors.As(err, &bad) {
+					return out, err
+				}
+				// The output cannot be stored: a permanent failure of the step.
+				if werr := rs.led.nodeError(ctx, scope, s.ID, kind, try, err); werr != nil {
+					return nil, werr
+				}
+				return nil, &stepFailed{s.ID, err}
 			}
 		}
 		if tctx.Err() != nil && ctx.Err() == nil {
@@ -162,7 +171,7 @@ func (rs *runState) execStep(ctx context.Context, scope string, s *workflow.Step
 			}
 			rs.log.Info("step try failed; retrying", "step", s.ID, "try", try, "backoff", d, "error", rs.led.red.Error(err))
 			if serr := rs.e.cfg.Sleep(ctx, d); serr != nil {
-				return nil, context.Cause(ctx)
+				return nil, serr
 			}
 			continue
 		}
@@ -208,9 +217,6 @@ func (rs *runState) restore(s *workflow.Step, cp *starflowtype.Checkpoint) (any,
 		delta, _ = d.(map[string]any)
 	}
 	rs.apply(s.ID, out, delta)
-	if p, ok := rs.vars()["phase"].(string); ok {
-		rs.phase = p
-	}
 	return out, nil
 }
 

@@ -91,6 +91,9 @@ func (c Config) Validate() error {
 	if c.Concurrency < 1 {
 		return fmt.Errorf("runner: concurrency must be at least 1")
 	}
+	if c.LeaseTTL <= 0 || c.Heartbeat <= 0 || c.PollInterval <= 0 {
+		return fmt.Errorf("runner: lease TTL (%s), heartbeat (%s) and poll interval (%s) must be positive", c.LeaseTTL, c.Heartbeat, c.PollInterval)
+	}
 	return nil
 }
 
@@ -118,6 +121,7 @@ type Runner struct {
 	mu       sync.Mutex
 	started  bool
 	stopping bool
+	shutdown bool // Stop cancelled the runs in flight
 	cancel   context.CancelFunc
 	inflight map[string]context.CancelCauseFunc
 	loopDone chan struct{}
@@ -161,7 +165,9 @@ func (r *Runner) Start(ctx context.Context) error {
 
 // Stop stops claiming, waits for runs in flight to finish until ctx is
 // done (the grace period), then cancels the rest with engine.ErrShutdown so
-// they release their leases, and waits for them to do so.
+// they release their leases, and waits for them to do so — at most
+// ReleaseWait more; runs whose handlers ignore cancellation are then left
+// to the lease sweep and Stop returns an error naming how many.
 func (r *Runner) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	if !r.started || r.stopping {
@@ -181,12 +187,41 @@ func (r *Runner) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	r.mu.Lock()
+	r.shutdown = true // runs registered from now on are cancelled at once
 	for _, cancel := range r.inflight {
 		cancel(engine.ErrShutdown)
 	}
+	n := len(r.inflight)
 	r.mu.Unlock()
-	<-done
-	return nil
+	t := time.NewTimer(ReleaseWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("runner: %d of %d runs did not stop within %s of their cancellation; their leases expire and the sweep recovers them", r.inflightCount(), n, ReleaseWait)
+	}
+}
+
+// ReleaseWait bounds how long Stop waits for cancelled runs to release
+// their leases.
+const ReleaseWait = 10 * time.Second
+
+func (r *Runner) inflightCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.inflight)
+}
+
+// register records a claimed run's cancel function before its goroutine
+// starts, so Stop can always reach it; after a shutdown it cancels at once.
+func (r *Runner) register(id string, cancel context.CancelCauseFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inflight[id] = cancel
+	if r.shutdown {
+		cancel(engine.ErrShutdown)
+	}
 }
 
 func (r *Runner) loop(ctx context.Context) {
@@ -200,7 +235,11 @@ func (r *Runner) loop(ctx context.Context) {
 			return
 		case slots <- struct{}{}:
 		}
-		run, err := r.store.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: r.cfg.ID, Pools: r.cfg.Pools, LeaseTTL: r.cfg.LeaseTTL, WorkspaceID: r.cfg.Workspace, RunID: r.cfg.OnlyRun})
+		// The claim is not cut off by Stop: a claim that committed must be
+		// seen, so its run is executed or released, never left claimed.
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LeaseTTL)
+		run, err := r.store.ClaimRun(cctx, &state.ClaimRunParams{RunnerID: r.cfg.ID, Pools: r.cfg.Pools, LeaseTTL: r.cfg.LeaseTTL, WorkspaceID: r.cfg.Workspace, RunID: r.cfg.OnlyRun})
+		ccancel()
 		if err != nil || run == nil {
 			<-slots
 			if err != nil && ctx.Err() == nil {
@@ -215,23 +254,24 @@ func (r *Runner) loop(ctx context.Context) {
 			}
 			continue
 		}
+		rctx, cancel := context.WithCancelCause(context.Background())
+		r.register(run.ID, cancel)
+		if ctx.Err() != nil {
+			cancel(engine.ErrShutdown) // claimed while stopping: release it at once
+		}
 		r.runs.Add(1)
 		go func() {
 			defer func() { <-slots; r.runs.Done() }()
-			r.execute(run)
+			r.execute(rctx, cancel, run)
 		}()
 	}
 }
 
 // execute runs one claimed run under its lease.
-func (r *Runner) execute(run *starflowtype.Run) {
+func (r *Runner) execute(ctx context.Context, cancel context.CancelCauseFunc, run *starflowtype.Run) {
 	lease := run.Lease()
 	log := r.cfg.Logger.With("run_id", run.ID, "lease_epoch", lease.Epoch)
-	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	r.mu.Lock()
-	r.inflight[run.ID] = cancel
-	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		delete(r.inflight, run.ID)
@@ -247,7 +287,19 @@ func (r *Runner) execute(run *starflowtype.Run) {
 
 	started, err := r.store.OnRunStart(ctx, &state.RunStartParams{RunID: run.ID, Lease: lease})
 	if err != nil {
-		log.Warn("run start refused", "error", err)
+		if errors.Is(err, starflowtype.ErrLeaseLost) {
+			log.Warn("run start refused: lease lost", "error", err)
+			return
+		}
+		// Stopping, or a store error: hand the claim back rather than leave
+		// it to expire (which would cost the run an attempt).
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseWait)
+		defer rcancel()
+		if rerr := r.store.ClearLease(rctx, &state.ClearLeaseParams{RunID: run.ID, Lease: lease}); rerr != nil {
+			log.Warn("run start failed and the lease could not be released; the sweep will recover the run", "error", err, "release_error", rerr)
+		} else {
+			outcome = engine.OutcomeReleased
+		}
 		return
 	}
 	hbDone := make(chan struct{})

@@ -98,6 +98,23 @@ func (*Store) ClaimRun(context.Context, *state.ClaimRunParams) (*starflowtype.Ru
 	return nil, nil
 }
 
+// OnRunCancelled implements state.Adapter: the write is discarded.
+func (*Store) OnRunCancelled(_ context.Context, p *state.RunCancelledParams) (*starflowtype.Run, error) {
+	t := now()
+	return &starflowtype.Run{ID: p.RunID, Status: starflowtype.RunCancelled, ClaimState: starflowtype.ClaimComplete,
+		LeaseEpoch: p.Lease.Epoch, CompletedAt: t, UpdatedAt: t}, nil
+}
+
+// CancelRun implements state.Adapter: there is no run to cancel.
+func (*Store) CancelRun(_ context.Context, p *state.CancelRunParams) (*starflowtype.Run, error) {
+	return nil, fmt.Errorf("run %s: %w", p.RunID, starflowtype.ErrNotFound)
+}
+
+// RequeueRun implements state.Adapter: there is no run to requeue.
+func (*Store) RequeueRun(_ context.Context, p *state.RequeueRunParams) (*starflowtype.Run, error) {
+	return nil, fmt.Errorf("run %s: %w", p.RunID, starflowtype.ErrNotFound)
+}
+
 // ExpireOldLeases implements state.Adapter: no run holds a lease here.
 func (*Store) ExpireOldLeases(context.Context, *state.ExpireOldLeasesParams) ([]*starflowtype.Run, error) {
 	return nil, nil

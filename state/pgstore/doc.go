@@ -3,16 +3,17 @@
 // nodes sharing one database.
 //
 // It keeps the same tables, columns and meanings as state/sqlitestore, in
-// PostgreSQL types (uuid ids, timestamptz, jsonb, boolean, bigserial event
+// PostgreSQL types (uuid ids, timestamptz, json, boolean, bigserial event
 // ids); the numbered migrations in migrations/ are embedded and run by goose
 // (over a database/sql handle that borrows the pool's connections, for
 // migrations only), under an advisory lock so that concurrent processes
 // migrate once.
 //
-// JSON columns are jsonb (spec_json excepted): PostgreSQL normalises
-// spacing and key order, keeps the last of duplicate keys, and refuses a
-// string holding \u0000 (SQLSTATE 22P05) or text that is not JSON, where
-// SQLite stores any text as given.
+// JSON columns are json, not jsonb (migration 00004): the text is kept as
+// written, as SQLite keeps it, so a value read back from a checkpoint has
+// the type it was written with (jsonb would turn 1000000.0 into the int
+// 1000000) and strings may hold \u0000. PostgreSQL still refuses text
+// that is not JSON.
 //
 // Ids are uuid columns: an id that is not a uuid names no row (reads find
 // nothing, fenced writes return ErrLeaseLost) and EnqueueRun refuses one;

@@ -13,7 +13,7 @@ UPDATE workflow_runs
    SET updated_at = now()
  WHERE id = $1 AND leased_by = $2 AND lease_epoch = $3
    AND claim_state IN ('claimed', 'running')
-RETURNING workspace_id, env, attempt;
+RETURNING workspace_id, env, attempt, cancel_requested;
 
 -- name: insert_definition
 -- Storing a revision again keeps its row and makes it the current one.
@@ -342,3 +342,49 @@ UPDATE workflow_steps
        finished_at = now(),
        duration_ms = round(extract(epoch FROM now() - started_at) * 1000)::bigint
  WHERE run_id = $2 AND attempt = $3 AND status IN ('running', 'waiting');
+
+-- name: run_cancelled
+UPDATE workflow_runs
+   SET status          = 'cancelled',
+       claim_state     = 'complete',
+       leased_by       = NULL,
+       lease_until     = NULL,
+       checkpoint_json = NULL,
+       completed_at    = now(),
+       duration_ms     = round(extract(epoch FROM now() - coalesce(started_at, created_at)) * 1000)::bigint,
+       updated_at      = now()
+ WHERE id = $1;
+
+-- name: steps_cancelled
+UPDATE workflow_steps
+   SET status = 'cancelled', finished_at = now()
+ WHERE run_id = $1 AND attempt = $2 AND status IN ('running', 'waiting');
+
+-- name: run_state
+-- The run an operator action acts on, locked for the transaction.
+SELECT workspace_id, env, attempt, status, claim_state, coalesce(runner_pool, '') FROM workflow_runs
+ WHERE id = $1 AND ($2::text = '' OR workspace_id = $2)
+   FOR UPDATE;
+
+-- name: run_cancel_requested
+UPDATE workflow_runs SET cancel_requested = true, updated_at = now() WHERE id = $1;
+
+-- name: run_requeued
+UPDATE workflow_runs
+   SET status            = 'queued',
+       claim_state       = 'queued',
+       attempt           = attempt + 1,
+       max_attempts      = greatest(max_attempts, attempt + 1),
+       available_at      = now(),
+       recovery_mode     = coalesce(nullif($1, ''), recovery_mode),
+       definition_id     = coalesce(nullif($2, '')::uuid, definition_id),
+       workflow_revision = coalesce(nullif($3, ''), workflow_revision),
+       error             = NULL,
+       dead_lettered     = false,
+       cancel_requested  = false,
+       completed_at      = NULL,
+       duration_ms       = NULL,
+       leased_by         = NULL,
+       lease_until       = NULL,
+       updated_at        = now()
+ WHERE id = $4;

@@ -31,6 +31,7 @@ type txn struct {
 type runMeta struct {
 	workspace, env string
 	attempt        int
+	cancel         bool // cancel_requested
 }
 
 // inTx runs fn in one transaction from the pool, then the notifications and
@@ -105,7 +106,7 @@ func (t *txn) fence(ctx context.Context, runID string, l starflowtype.Lease) (ru
 	if !isUUID(runID) {
 		return m, lost // no such run can exist
 	}
-	err := t.tx.QueryRow(ctx, q("fence"), runID, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt)
+	err := t.tx.QueryRow(ctx, q("fence"), runID, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt, &m.cancel)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return m, lost
 	}

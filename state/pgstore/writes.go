@@ -248,6 +248,9 @@ func (s *Store) OnNodeStart(ctx context.Context, p *state.NodeStartParams) error
 		if err != nil {
 			return err
 		}
+		if m.cancel {
+			return fmt.Errorf("run %s: %w", p.RunID, starflowtype.ErrCancelRequested)
+		}
 		if err := t.mustAffect(ctx, q("step_start"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
 			m.workspace, m.env, p.Kind, p.Try); err != nil {
 			return fmt.Errorf("step %q already succeeded: %w", p.StepID, err)

@@ -8,7 +8,7 @@ UPDATE workflow_runs
    SET updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
  WHERE id = ? AND leased_by = ? AND lease_epoch = ?
    AND claim_state IN ('claimed', 'running')
-RETURNING workspace_id, env, attempt;
+RETURNING workspace_id, env, attempt, cancel_requested;
 
 -- name: insert_definition
 INSERT INTO workflow_definitions (id, workspace_id, name, revision, spec_json, source, applied_at)
@@ -316,3 +316,50 @@ UPDATE workflow_steps
        duration_ms = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
                                   - julianday(started_at)) * 86400000) AS INTEGER)
  WHERE run_id = ?2 AND attempt = ?3 AND status IN ('running', 'waiting');
+
+-- name: run_cancelled
+UPDATE workflow_runs
+   SET status       = 'cancelled',
+       claim_state  = 'complete',
+       leased_by    = NULL,
+       lease_until  = NULL,
+       checkpoint_json = NULL,
+       completed_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       duration_ms  = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+                                   - julianday(coalesce(started_at, created_at))) * 86400000) AS INTEGER),
+       updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?;
+
+-- name: steps_cancelled
+UPDATE workflow_steps
+   SET status = 'cancelled', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE run_id = ? AND attempt = ? AND status IN ('running', 'waiting');
+
+-- name: run_state
+SELECT workspace_id, env, attempt, status, claim_state FROM workflow_runs
+ WHERE id = ?1 AND (?2 = '' OR workspace_id = ?2);
+
+-- name: run_cancel_requested
+UPDATE workflow_runs
+   SET cancel_requested = 1, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?;
+
+-- name: run_requeued
+UPDATE workflow_runs
+   SET status           = 'queued',
+       claim_state      = 'queued',
+       attempt          = attempt + 1,
+       max_attempts     = max(max_attempts, attempt + 1),
+       available_at     = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       recovery_mode    = coalesce(nullif(?1, ''), recovery_mode),
+       definition_id    = coalesce(nullif(?2, ''), definition_id),
+       workflow_revision = coalesce(nullif(?3, ''), workflow_revision),
+       error            = NULL,
+       dead_lettered    = 0,
+       cancel_requested = 0,
+       completed_at     = NULL,
+       duration_ms      = NULL,
+       leased_by        = NULL,
+       lease_until      = NULL,
+       updated_at       = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?4;

@@ -54,6 +54,7 @@ func (t *txn) query(ctx context.Context, name string, args ...any) (*sql.Rows, e
 type runMeta struct {
 	workspace, env string
 	attempt        int
+	cancel         bool // cancel_requested
 }
 
 // inTx runs fn in one BEGIN IMMEDIATE transaction on the writer
@@ -111,7 +112,7 @@ func (s *Store) inTx(ctx context.Context, op, runID string, readRun bool, fn fun
 // returns ErrLeaseLost.
 func (t *txn) fence(ctx context.Context, runID string, l starflowtype.Lease) (runMeta, error) {
 	var m runMeta
-	err := t.queryRow(ctx, "fence", runID, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt)
+	err := t.queryRow(ctx, "fence", runID, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt, &m.cancel)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, fmt.Errorf("run %s, runner %s, epoch %d: %w", runID, l.RunnerID, l.Epoch, starflowtype.ErrLeaseLost)
 	}
@@ -290,6 +291,9 @@ func (s *Store) OnNodeStart(ctx context.Context, p *state.NodeStartParams) error
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
+		}
+		if m.cancel {
+			return fmt.Errorf("run %s: %w", p.RunID, starflowtype.ErrCancelRequested)
 		}
 		if err := mustAffect(t.exec(ctx, "step_start", p.RunID, p.Attempt, p.ScopePath, p.StepID,
 			m.workspace, m.env, p.Kind, p.Try)); err != nil {

@@ -60,6 +60,10 @@ var fencedWrites = []fencedWrite{
 		_, err := h.a.OnRunError(h.ctx(), &state.RunErrorParams{RunID: r.ID, Lease: l, Error: "boom"})
 		return err
 	}},
+	{"OnRunCancelled", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
+		_, err := h.a.OnRunCancelled(h.ctx(), &state.RunCancelledParams{RunID: r.ID, Lease: l})
+		return err
+	}},
 	{"ClearLease", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		return h.a.ClearLease(h.ctx(), &state.ClearLeaseParams{RunID: r.ID, Lease: l})
 	}},

@@ -60,6 +60,8 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("Phase", s.testPhase)
 	t.Run("IdempotentEnqueue", s.testIdempotentEnqueue)
 	t.Run("ClaimByID", s.testClaimByID)
+	t.Run("Operator", s.testOperator)
+	t.Run("JSONKeptAsWritten", s.testJSONKeptAsWritten)
 	t.Run("ExpireOldLeases", s.testExpireOldLeases)
 	t.Run("Hooks", s.testHooks)
 	t.Run("Lists", s.testLists)
