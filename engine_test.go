@@ -565,3 +565,11 @@ func TestUnencodableOutputFailsStep(t *testing.T) {
 		t.Fatalf("ledger %+v", steps)
 	}
 }
+
+func TestConstructsRefusedAtApply(t *testing.T) {
+	h := newHarness(t, starflow.Config{})
+	_, err := h.eng.Apply(context.Background(), "c.yaml", []byte("name: c\nsteps:\n  - id: a\n    context_set: {x: 1}\n  - id: branch\n    if:\n      condition: \"${{ variables.x > 0 }}\"\n      then:\n        - id: b\n          context_set: {y: 1}\n"))
+	if err == nil || !strings.Contains(err.Error(), "c.yaml:5:5") || !strings.Contains(err.Error(), "if construct is not executed") {
+		t.Fatalf("apply of a construct: %v", err)
+	}
+}

@@ -191,7 +191,34 @@ func (e *Engine) RegisterStep(name string, fn step.Func) error {
 // engine's step types. The error lists every problem as
 // "file:line:column: message".
 func (e *Engine) Parse(filename string, src []byte) (*workflow.Definition, error) {
-	return workflow.Parse(filename, src, e.engine.ParseOptions())
+	def, err := workflow.Parse(filename, src, e.engine.ParseOptions())
+	if err != nil {
+		return nil, err
+	}
+	if err := Supported(filename, def); err != nil {
+		return nil, err
+	}
+	return def, nil
+}
+
+// Supported refuses what the definition format accepts but this engine
+// cannot execute yet (the control-flow constructs), with the position of
+// each such step, so a run never fails halfway on it. Parse and Apply call
+// it; `starflow validate` too.
+func Supported(filename string, def *workflow.Definition) error {
+	var errs workflow.Errors
+	def.Walk(func(s *workflow.Step, _ []*workflow.Step) bool {
+		if s.IsConstruct() {
+			errs = append(errs, &workflow.Error{File: filename, Line: s.Pos.Line, Column: s.Pos.Column,
+				Msg: fmt.Sprintf("step %q: the %s construct is not executed by this version of the engine yet", s.ID, s.Kind())})
+			return false
+		}
+		return true
+	})
+	if len(errs) > 0 {
+		return &errs
+	}
+	return nil
 }
 
 // Apply validates a definition and stores it by revision (idempotent).

@@ -26,6 +26,9 @@ func newValidateCmd() *cobra.Command {
 			bad := 0
 			for _, path := range args {
 				def, err := workflow.ParseFile(path, workflow.ParseOptions{})
+				if err == nil {
+					err = starflow.Supported(path, def)
+				}
 				if err != nil {
 					bad++
 					fmt.Fprintln(os.Stderr, err.Error())
