@@ -152,3 +152,30 @@ func TestCLIRunExecutesOnlyItsOwnRun(t *testing.T) {
 		t.Fatalf("the other run was touched:\n%s", r.stdout)
 	}
 }
+
+func TestCLIOperatorActions(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "m.yaml", "name: m\nrecovery_mode: manual\nsteps:\n  - id: a\n    context_set: {x: 1}\n  - id: b\n    fail: {message: stop here}\n")
+	res := starflowCmd(t, dir, nil, "run", "m.yaml", "--db", "m.db")
+	id := regexp.MustCompile(`run ([0-9a-f-]{36}) failed`).FindStringSubmatch(res.stdout)
+	if id == nil {
+		t.Fatalf("run: %s %s", res.stdout, res.stderr)
+	}
+	r := starflowCmd(t, dir, nil, "runs", "resume", id[1], "--db", "m.db")
+	if r.code != 0 || !strings.Contains(r.stdout, "is queued (attempt 2)") {
+		t.Fatalf("resume: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = starflowCmd(t, dir, nil, "runs", "cancel", id[1], "--db", "m.db")
+	if r.code != 0 || !strings.Contains(r.stdout, "is cancelled") {
+		t.Fatalf("cancel: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = starflowCmd(t, dir, nil, "runs", "cancel", id[1], "--db", "m.db")
+	if r.code != 1 || !strings.Contains(r.stderr, "already ended cancelled") {
+		t.Fatalf("second cancel: %d %s", r.code, r.stderr)
+	}
+	r = starflowCmd(t, dir, nil, "runs", "retrigger", id[1], "--db", "m.db")
+	if r.code != 0 || !strings.Contains(r.stdout, "is queued (attempt 3)") {
+		t.Fatalf("retrigger: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/starflowtype"
+)
+
+// operatorCmds are `runs resume|retrigger|cancel`.
+func operatorCmds(g *globalFlags) []*cobra.Command {
+	withEngine := func(cmd *cobra.Command, fn func(eng *starflow.Engine) (*starflowtype.Run, error)) error {
+		ctx := cmd.Context()
+		store, err := g.openExistingStore(ctx)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), NoRunner: true})
+		if err != nil {
+			return err
+		}
+		r, err := fn(eng)
+		if err != nil {
+			return operatorError(err)
+		}
+		fmt.Printf("run %s %s (attempt %d)\n", r.ID, describe(r), r.Attempt)
+		return nil
+	}
+	var mode, revision string
+	resume := &cobra.Command{
+		Use:   "resume ID",
+		Short: "Queue a new attempt of a stopped run (interrupted, failed or cancelled)",
+		Long: `Queue a new attempt of a run that stopped. With --mode resume (the default) every step
+that committed a checkpoint is restored instead of executed; with --mode replay the run
+starts over. --revision current moves the run onto the newest applied revision, allowed
+only when every step it completed exists there with the same kind. A worker executes it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withEngine(cmd, func(eng *starflow.Engine) (*starflowtype.Run, error) {
+				return eng.Resume(cmd.Context(), args[0], &starflow.ResumeOptions{Mode: starflowtype.RecoveryMode(mode), Revision: revision})
+			})
+		},
+	}
+	resume.Flags().StringVar(&mode, "mode", "resume", "resume (restore committed steps) or replay (start over)")
+	resume.Flags().StringVar(&revision, "revision", starflow.RevisionPinned, "pinned (the run's revision) or current (the newest applied)")
+	retrigger := &cobra.Command{
+		Use:   "retrigger ID",
+		Short: "Queue a new attempt of a run that is not executing, replayed from the first step",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withEngine(cmd, func(eng *starflow.Engine) (*starflowtype.Run, error) {
+				return eng.Retrigger(cmd.Context(), args[0])
+			})
+		},
+	}
+	cancel := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a run (a running run stops at its next step boundary)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withEngine(cmd, func(eng *starflow.Engine) (*starflowtype.Run, error) {
+				return eng.Cancel(cmd.Context(), args[0])
+			})
+		},
+	}
+	return []*cobra.Command{resume, retrigger, cancel}
+}
+
+func describe(r *starflowtype.Run) string {
+	if r.CancelRequested && !r.Status.Terminal() {
+		return "will stop at its next step boundary (cancel requested)"
+	}
+	return "is " + string(r.Status)
+}
+
+// operatorError words the sentinel errors of operator actions for people.
+func operatorError(err error) error {
+	switch {
+	case errors.Is(err, starflowtype.ErrNotFound):
+		return fmt.Errorf("no such run in this store (%v)", err)
+	case errors.Is(err, starflowtype.ErrNoCheckpoint):
+		return &exitError{code: 1, msg: "no_checkpoint: " + oneLine(err.Error())}
+	case errors.Is(err, starflowtype.ErrRevisionMismatch):
+		return &exitError{code: 1, msg: "revision_mismatch: " + oneLine(err.Error())}
+	case errors.Is(err, starflowtype.ErrConflict):
+		return &exitError{code: 1, msg: oneLine(err.Error())}
+	}
+	return err
+}
