@@ -573,3 +573,48 @@ func TestConstructsRefusedAtApply(t *testing.T) {
 		t.Fatalf("apply of a construct: %v", err)
 	}
 }
+
+// TestGracefulStopAtStepBoundary: during a graceful stop the step in flight
+// finishes and is recorded, no further step starts, and the lease is
+// released at once, well before the grace period ends.
+func TestGracefulStopAtStepBoundary(t *testing.T) {
+	h := newHarness(t, starflow.Config{})
+	n := recordStep(t, h, nil)
+	entered, release := make(chan struct{}), make(chan struct{})
+	h.eng.RegisterStep("hold", func(ctx context.Context, _ *step.Request) (any, error) {
+		close(entered)
+		<-release
+		return "done", nil
+	})
+	if err := h.eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d := h.apply("name: drain\nsteps:\n  - id: a\n    hold: {}\n  - id: b\n    record: {label: later}\n")
+	run, err := h.eng.Enqueue(context.Background(), d.Name, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a long grace
+		defer cancel()
+		stopped <- h.eng.Stop(ctx)
+	}()
+	<-h.eng.Stopping()
+	close(release)
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop waited for more than the step in flight")
+	}
+	r, _ := h.store.GetRun(context.Background(), &state.GetRunParams{ID: run.ID})
+	steps := h.steps(run.ID)
+	if r.ClaimState != starflowtype.ClaimQueued || r.LeasedBy != "" || n.Load() != 0 ||
+		len(steps) != 1 || steps[0].Status != starflowtype.StepSucceeded || len(h.checkpoints(run.ID)) != 1 {
+		t.Fatalf("after a graceful stop: %s/%s leased_by %q, b ran %d times, steps %+v", r.Status, r.ClaimState, r.LeasedBy, n.Load(), steps)
+	}
+}

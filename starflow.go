@@ -345,6 +345,11 @@ func (e *Engine) Stop(ctx context.Context) error {
 	return errors.Join(err, e.sweep.Stop(context.WithoutCancel(ctx)))
 }
 
+// Stopping is closed when Stop begins: from then on runs in flight stop at
+// their next step boundary and release their leases. Custom steps and
+// embedders may watch it to wind down.
+func (e *Engine) Stopping() <-chan struct{} { return e.runner.Stopping() }
+
 // Sweep runs one lease-sweep pass now and returns the runs it interrupted
 // (re-queued, held for an operator, or dead-lettered).
 func (e *Engine) Sweep(ctx context.Context) ([]*starflowtype.Run, error) {

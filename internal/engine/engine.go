@@ -33,6 +33,30 @@ const (
 // continues it at once.
 var ErrShutdown = errors.New("runner shutting down")
 
+type drainKey struct{}
+
+// WithDrain returns a context that tells Execute to stop at the next step
+// boundary once drain is closed: the step in flight finishes and is
+// recorded, no further step starts, and the lease is released (outcome
+// released) so another runner continues the run at once. A runner closes
+// drain when it begins a graceful stop.
+func WithDrain(ctx context.Context, drain <-chan struct{}) context.Context {
+	return context.WithValue(ctx, drainKey{}, drain)
+}
+
+func draining(ctx context.Context) bool {
+	ch, _ := ctx.Value(drainKey{}).(<-chan struct{})
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // SecretSource resolves a secret name to its value at run time. The
 // default reads the process environment.
 type SecretSource func(ctx context.Context, name string) (string, error)

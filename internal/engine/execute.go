@@ -77,7 +77,7 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 		log.Info("run cancelled by an operator")
 		return OutcomeCancelled, nil
 	}
-	if ctx.Err() != nil || errors.Is(err, starflowtype.ErrLeaseLost) {
+	if ctx.Err() != nil || errors.Is(err, starflowtype.ErrLeaseLost) || errors.Is(err, ErrShutdown) {
 		return rs.writeFailed(ctx, err)
 	}
 	retry := !step.IsPermanent(err)
@@ -98,7 +98,7 @@ func (rs *runState) writeFailed(ctx context.Context, err error) (Outcome, error)
 		rs.log.Warn("lease lost; abandoning run", "error", err)
 		return OutcomeLeaseLost, fmt.Errorf("run %s: %w", rs.run.ID, starflowtype.ErrLeaseLost)
 	}
-	if errors.Is(context.Cause(ctx), ErrShutdown) {
+	if errors.Is(err, ErrShutdown) || errors.Is(context.Cause(ctx), ErrShutdown) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 		if rerr := rs.led.release(rctx); rerr != nil {

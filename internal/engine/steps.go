@@ -102,6 +102,9 @@ func (rs *runState) execStep(ctx context.Context, scope string, s *workflow.Step
 	if err := ctx.Err(); err != nil {
 		return nil, context.Cause(ctx)
 	}
+	if draining(ctx) {
+		return nil, ErrShutdown // stop at this step boundary; the lease is released
+	}
 	kind := s.Kind()
 	entry := rs.stepsVal()
 	if cp, ok := rs.restored[scope+"\x00"+s.ID]; ok {

@@ -121,7 +121,8 @@ type Runner struct {
 	mu       sync.Mutex
 	started  bool
 	stopping bool
-	shutdown bool // Stop cancelled the runs in flight
+	shutdown bool          // Stop cancelled the runs in flight
+	drain    chan struct{} // closed when Stop begins: runs stop at their next step boundary
 	cancel   context.CancelFunc
 	inflight map[string]context.CancelCauseFunc
 	loopDone chan struct{}
@@ -134,8 +135,13 @@ func New(store state.Adapter, eng *engine.Engine, cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg, store: store, engine: eng, wake: make(chan struct{}, 1), inflight: map[string]context.CancelCauseFunc{}}, nil
+	return &Runner{cfg: cfg, store: store, engine: eng, wake: make(chan struct{}, 1), drain: make(chan struct{}),
+		inflight: map[string]context.CancelCauseFunc{}}, nil
 }
+
+// Stopping is closed when Stop begins (runs in flight then stop at their
+// next step boundary).
+func (r *Runner) Stopping() <-chan struct{} { return r.drain }
 
 // ID is the runner's identity.
 func (r *Runner) ID() string { return r.cfg.ID }
@@ -176,6 +182,7 @@ func (r *Runner) Stop(ctx context.Context) error {
 	}
 	r.stopping = true
 	r.cancel()
+	close(r.drain) // runs in flight stop at their next step boundary
 	r.mu.Unlock()
 	<-r.loopDone
 
@@ -254,7 +261,7 @@ func (r *Runner) loop(ctx context.Context) {
 			}
 			continue
 		}
-		rctx, cancel := context.WithCancelCause(context.Background())
+		rctx, cancel := context.WithCancelCause(engine.WithDrain(context.Background(), r.drain))
 		r.register(run.ID, cancel)
 		if ctx.Err() != nil {
 			cancel(engine.ErrShutdown) // claimed while stopping: release it at once
