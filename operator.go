@@ -63,7 +63,7 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts *ResumeOptions) 
 		}
 		if row.Revision != run.WorkflowRevision {
 			if err := e.compatible(ctx, run, cps, row); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("run %s: %w", run.ID, err)
 			}
 			p.DefinitionID, p.WorkflowRevision = row.ID, row.Revision
 		}
@@ -97,9 +97,9 @@ func (e *Engine) compatible(ctx context.Context, run *starflowtype.Run, cps []*s
 		s := def.StepByID(c.StepID)
 		switch {
 		case s == nil:
-			return fmt.Errorf("run %s completed step %q, which revision %s does not have: %w", run.ID, c.StepID, shortRev(target.Revision), starflowtype.ErrRevisionMismatch)
+			return fmt.Errorf("completed step %q is missing from revision %s: %w", c.StepID, shortRev(target.Revision), starflowtype.ErrRevisionMismatch)
 		case kinds[c.StepID] != "" && kinds[c.StepID] != s.Kind():
-			return fmt.Errorf("run %s completed step %q as %s, which revision %s makes a %s: %w", run.ID, c.StepID, kinds[c.StepID], shortRev(target.Revision), s.Kind(), starflowtype.ErrRevisionMismatch)
+			return fmt.Errorf("completed step %q ran as %s; revision %s makes it %s: %w", c.StepID, kinds[c.StepID], shortRev(target.Revision), s.Kind(), starflowtype.ErrRevisionMismatch)
 		}
 	}
 	return nil

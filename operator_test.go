@@ -3,6 +3,7 @@ package starflow_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,5 +124,52 @@ func TestOperatorCancelRunning(t *testing.T) {
 	}
 	if _, err := h.eng.Cancel(ctx, run.ID); !errors.Is(err, starflowtype.ErrConflict) {
 		t.Fatalf("second cancel: %v", err)
+	}
+}
+
+// TestPlan lists in-flight runs that can and cannot move onto a new
+// revision, with the reason, and writes nothing.
+func TestPlan(t *testing.T) {
+	h := newHarness(t, starflow.Config{})
+	h.eng.RegisterStep("flaky", func(context.Context, *step.Request) (any, error) {
+		return nil, errors.New("downstream unavailable") // transient
+	})
+	h.start()
+	const v1 = "name: planned\nrecovery_mode: manual\nsteps:\n  - id: one\n    context_set: {x: 1}\n  - id: two\n    flaky: {}\n    retry_policy: {max_attempts: 1}\n"
+	held := h.runToEnd(v1, nil)
+	if held.Status != starflowtype.RunInterrupted {
+		t.Fatalf("setup: %s", held.Status)
+	}
+	ctx := context.Background()
+	plan := func(src string) *starflow.Plan {
+		t.Helper()
+		p, err := h.eng.Plan(ctx, "next.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	same := plan(v1)
+	if same.Changed || len(same.Movable) != 1 || len(same.Blocked) != 0 {
+		t.Fatalf("plan of the current revision: %+v", same)
+	}
+	ok := plan("name: planned\nsteps:\n  - id: one\n    context_set: {x: 2}\n  - id: three\n    context_set: {y: 1}\n")
+	if !ok.Changed || len(ok.Movable) != 1 || ok.Movable[0].RunID != held.ID || len(ok.Blocked) != 0 {
+		t.Fatalf("compatible plan: %+v", ok)
+	}
+	renamed := plan("name: planned\nsteps:\n  - id: renamed\n    context_set: {x: 2}\n")
+	if len(renamed.Blocked) != 1 || !strings.Contains(renamed.Blocked[0].Reason, `completed step "one" is missing`) {
+		t.Fatalf("renamed step: %+v", renamed)
+	}
+	kind := plan("name: planned\nsteps:\n  - id: one\n    flaky: {}\n")
+	if len(kind.Blocked) != 1 || !strings.Contains(kind.Blocked[0].Reason, "ran as context_set") {
+		t.Fatalf("changed kind: %+v", kind)
+	}
+	fresh := plan("name: brand-new\nsteps:\n  - id: a\n    context_set: {x: 1}\n")
+	if fresh.CurrentRevision != "" || !fresh.Changed {
+		t.Fatalf("new workflow: %+v", fresh)
+	}
+	if _, err := h.eng.Enqueue(ctx, "brand-new", nil, nil); !errors.Is(err, starflowtype.ErrNotFound) {
+		t.Fatalf("plan applied something: %v", err)
 	}
 }

@@ -157,6 +157,10 @@ func (p *progress) finish(run *starflowtype.Run) {
 	if run == nil {
 		return
 	}
+	if run.CompletedAt.IsZero() { // interrupted: not ended
+		fmt.Fprintf(p.w, "run %s %s\n", run.ID, run.Status)
+		return
+	}
 	dur := time.Duration(run.DurationMS) * time.Millisecond
 	fmt.Fprintf(p.w, "run %s %s in %s\n", run.ID, run.Status, dur)
 	if run.Status == starflowtype.RunSucceeded && len(run.Output) > 0 && string(run.Output) != "null" {

@@ -43,7 +43,7 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log engine activity to stderr")
 	root.AddCommand(
 		newRunCmd(g), newValidateCmd(), newSchemaCmd(), newRunsCmd(g), newApplyCmd(g),
-		newMigrateCmd(g), newWorkerCmd(g), newServerCmd(g), newDevCmd(g), newEnqueueCmd(g),
+		newMigrateCmd(g), newWorkerCmd(g), newServerCmd(g), newDevCmd(g), newEnqueueCmd(g), newPlanCmd(g),
 	)
 	return root
 }
