@@ -388,3 +388,10 @@ UPDATE workflow_runs
        lease_until       = NULL,
        updated_at        = now()
  WHERE id = $4;
+
+-- name: insert_blob
+INSERT INTO workflow_blobs (sha256, size_bytes, data) VALUES ($1, $2, $3)
+ON CONFLICT (sha256) DO NOTHING;
+
+-- name: get_blob
+SELECT data FROM workflow_blobs WHERE sha256 = $1;

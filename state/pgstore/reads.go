@@ -159,6 +159,17 @@ func (s *Store) ListCheckpoints(ctx context.Context, p *state.ListCheckpointsPar
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: list checkpoints: %w", err)
 	}
+	for _, c := range out {
+		for _, v := range []*json.RawMessage{&c.Context, &c.Output} {
+			if sum, ok := state.ParseBlobRef(*v); ok {
+				var data []byte
+				if err := s.pool.QueryRow(ctx, q("get_blob"), sum).Scan(&data); err != nil {
+					return nil, fmt.Errorf("pgstore: checkpoint %s/%s: blob %s: %w", c.ScopePath, c.StepID, sum, err)
+				}
+				*v = data
+			}
+		}
+	}
 	return out, nil
 }
 

@@ -98,6 +98,10 @@ type Config struct {
 	// IdleInTransactionTimeoutDefault (20 s); keep it below the lease TTL.
 	// Negative disables it (the server's setting applies).
 	IdleInTransactionTimeout time.Duration
+	// BlobThreshold is the size (bytes) above which a checkpoint's output
+	// or context delta goes to workflow_blobs by sha256. Default
+	// state.BlobThresholdDefault (256 KiB).
+	BlobThreshold int
 	// SweepLockTimeout is the lock_timeout of ExpireOldLeases's
 	// transaction (SET LOCAL), a second guard beside SKIP LOCKED. Default
 	// SweepLockTimeoutDefault (2 s).
@@ -116,6 +120,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.SweepLockTimeout <= 0 {
 		c.SweepLockTimeout = SweepLockTimeoutDefault
+	}
+	if c.BlobThreshold <= 0 {
+		c.BlobThreshold = state.BlobThresholdDefault
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -116,6 +116,19 @@ func (t *txn) fence(ctx context.Context, runID string, l starflowtype.Lease) (ru
 	return m, nil
 }
 
+// blob stores data in workflow_blobs when it is larger than threshold and
+// returns the reference to keep in its place (data itself otherwise).
+func (t *txn) blob(ctx context.Context, threshold int, data []byte) ([]byte, error) {
+	if len(data) <= threshold {
+		return data, nil
+	}
+	ref, sum := state.BlobRef(data)
+	if _, err := t.exec(ctx, q("insert_blob"), sum, len(data), data); err != nil {
+		return nil, fmt.Errorf("blob: %w", err)
+	}
+	return ref, nil
+}
+
 // event appends one workflow_run_events row and records it in the Change.
 func (t *txn) event(ctx context.Context, m runMeta, runID string, attempt int, typ starflowtype.EventType, node, scope string, payload json.RawMessage) error {
 	if attempt == 0 {

@@ -363,3 +363,10 @@ UPDATE workflow_runs
        lease_until      = NULL,
        updated_at       = strftime('%Y-%m-%dT%H:%M:%fZ','now')
  WHERE id = ?4;
+
+-- name: insert_blob
+INSERT INTO workflow_blobs (sha256, size_bytes, data) VALUES (?, ?, ?)
+ON CONFLICT (sha256) DO NOTHING;
+
+-- name: get_blob
+SELECT data FROM workflow_blobs WHERE sha256 = ?;

@@ -146,6 +146,15 @@ func (s *Store) ListCheckpoints(ctx context.Context, p *state.ListCheckpointsPar
 		}
 		c.Context = json.RawMessage(ctxJSON)
 		c.Output = json.RawMessage(outJSON)
+		for _, v := range []*json.RawMessage{&c.Context, &c.Output} {
+			if sum, ok := state.ParseBlobRef(*v); ok {
+				var data []byte
+				if err := s.read.QueryRowContext(ctx, q("get_blob"), sum).Scan(&data); err != nil {
+					return nil, fmt.Errorf("sqlitestore: checkpoint %s/%s: blob %s: %w", c.ScopePath, c.StepID, sum, err)
+				}
+				*v = data
+			}
+		}
 		c.CreatedAt = parseTime(created)
 		out = append(out, &c)
 	}

@@ -66,6 +66,10 @@ type Config struct {
 	ReadConns int
 	// Hooks run inside every write transaction (see state.TxHook).
 	Hooks []state.TxHook
+	// BlobThreshold is the size (bytes) above which a checkpoint's output
+	// or context delta goes to workflow_blobs by sha256. Default
+	// state.BlobThresholdDefault (256 KiB).
+	BlobThreshold int
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -78,6 +82,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ReadConns == 0 {
 		c.ReadConns = 4
+	}
+	if c.BlobThreshold <= 0 {
+		c.BlobThreshold = state.BlobThresholdDefault
 	}
 	return c
 }

@@ -195,3 +195,44 @@ func TestConcurrentMigrate(t *testing.T) {
 		}
 	}
 }
+
+// TestBlobsStoredOnce: two checkpoints holding the same large value share
+// one workflow_blobs row; the checkpoint rows hold references.
+func TestBlobsStoredOnce(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlitestore.Open(sqlitestore.Config{Path: filepath.Join(t.TempDir(), "b.db"), BlobThreshold: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.EnqueueRun(ctx, &state.EnqueueRunParams{WorkflowName: "wf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.ClaimRun(ctx, &state.ClaimRunParams{RunID: r.ID, RunnerID: "a", LeaseTTL: time.Minute})
+	if err != nil || c == nil {
+		t.Fatal(c, err)
+	}
+	if _, err := s.OnRunStart(ctx, &state.RunStartParams{RunID: r.ID, Lease: c.Lease()}); err != nil {
+		t.Fatal(err)
+	}
+	big := json.RawMessage(`"` + fmt.Sprintf("%0200d", 7) + `"`)
+	for _, id := range []string{"a", "b"} {
+		k := state.StepKey{RunID: r.ID, Attempt: 1, StepID: id}
+		if err := s.OnNodeStart(ctx, &state.NodeStartParams{StepKey: k, Lease: c.Lease(), Kind: "k", Try: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.OnNodeComplete(ctx, &state.NodeCompleteParams{StepKey: k, Lease: c.Lease(), Try: 1, Output: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var blobs, refs int
+	s.DB().QueryRow(`SELECT count(*) FROM workflow_blobs`).Scan(&blobs)
+	s.DB().QueryRow(`SELECT count(*) FROM workflow_run_checkpoints WHERE outputs_json LIKE '{"__celestialBlob"%'`).Scan(&refs)
+	if blobs != 1 || refs != 2 {
+		t.Fatalf("%d blobs and %d references, want 1 and 2", blobs, refs)
+	}
+}

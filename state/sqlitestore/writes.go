@@ -122,6 +122,19 @@ func (t *txn) fence(ctx context.Context, runID string, l starflowtype.Lease) (ru
 	return m, nil
 }
 
+// blob stores data in workflow_blobs when it is larger than threshold and
+// returns the reference to keep in its place (data itself otherwise).
+func (t *txn) blob(ctx context.Context, threshold int, data []byte) ([]byte, error) {
+	if len(data) <= threshold {
+		return data, nil
+	}
+	ref, sum := state.BlobRef(data)
+	if _, err := t.exec(ctx, "insert_blob", sum, len(data), data); err != nil {
+		return nil, fmt.Errorf("blob: %w", translate(err))
+	}
+	return ref, nil
+}
+
 // event appends one workflow_run_events row and records it in the Change.
 func (t *txn) event(ctx context.Context, m runMeta, runID string, attempt int, typ starflowtype.EventType, node, scope string, payload json.RawMessage) error {
 	if attempt == 0 {
@@ -350,8 +363,16 @@ func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams)
 			return err
 		}
 		faultpoint.Hit("sqlite.OnNodeComplete.after_event")
+		delta, err := t.blob(ctx, s.cfg.BlobThreshold, []byte(jsonOrNull(p.Context, "{}")))
+		if err != nil {
+			return err
+		}
+		out, err := t.blob(ctx, s.cfg.BlobThreshold, []byte(jsonOrNull(p.Output, "null")))
+		if err != nil {
+			return err
+		}
 		if _, err := t.exec(ctx, "insert_checkpoint", p.RunID, p.ScopePath, p.StepID, p.Attempt,
-			m.workspace, m.env, jsonOrNull(p.Context, "{}"), jsonOrNull(p.Output, "null")); err != nil {
+			m.workspace, m.env, string(delta), string(out)); err != nil {
 			return fmt.Errorf("checkpoint: %w", translate(err))
 		}
 		faultpoint.Hit("sqlite.OnNodeComplete.after_checkpoint")

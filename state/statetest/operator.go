@@ -2,6 +2,7 @@ package statetest
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/starflow/starflow/starflowtype"
@@ -107,5 +108,27 @@ func (s *suite) testJSONKeptAsWritten(t *testing.T) {
 	got := h.getRun(r.ID)
 	if string(got.Input) != doc || string(got.Output) != doc {
 		t.Fatalf("run JSON changed:\n input  %s\n output %s\n want   %s", got.Input, got.Output, doc)
+	}
+}
+
+// testBlobs: a checkpoint output or context larger than the blob threshold
+// (256 KiB by default) reads back whole (it is stored once by sha256 and
+// referenced from the checkpoint row).
+func (s *suite) testBlobs(t *testing.T) {
+	t.Parallel()
+	h := s.stored(t)
+	r, l := h.started(nil, runnerA)
+	big := `{"data":"` + strings.Repeat("x", state.BlobThresholdDefault+10) + `"}`
+	for i, id := range []string{"a", "b"} { // the same value twice: one blob
+		k := stepKey(r, "", id)
+		h.nodeStart(k, l, 1)
+		h.nodeComplete(k, l, big, big)
+		cps, err := h.a.ListCheckpoints(h.ctx(), &state.ListCheckpointsParams{RunID: r.ID})
+		if err != nil || len(cps) != i+1 {
+			t.Fatalf("ListCheckpoints: %d %v", len(cps), err)
+		}
+		if string(cps[i].Output) != big || string(cps[i].Context) != big {
+			t.Fatalf("large checkpoint %s read back as %d/%d bytes, want %d", id, len(cps[i].Output), len(cps[i].Context), len(big))
+		}
 	}
 }

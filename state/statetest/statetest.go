@@ -62,6 +62,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("ClaimByID", s.testClaimByID)
 	t.Run("Operator", s.testOperator)
 	t.Run("JSONKeptAsWritten", s.testJSONKeptAsWritten)
+	t.Run("Blobs", s.testBlobs)
 	t.Run("ExpireOldLeases", s.testExpireOldLeases)
 	t.Run("Hooks", s.testHooks)
 	t.Run("Lists", s.testLists)
