@@ -107,6 +107,7 @@ type Engine struct {
 	listenDone   chan struct{}
 
 	mu      sync.Mutex
+	started bool
 	changed chan struct{} // closed and replaced whenever a run execution ends
 }
 
@@ -309,6 +310,13 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 // at once. When the store is a Listener, new work signalled by other
 // processes wakes the runner without waiting for a poll.
 func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	if e.started {
+		e.mu.Unlock()
+		return errors.New("starflow: engine already started")
+	}
+	e.started = true
+	e.mu.Unlock()
 	if e.cfg.Maintenance {
 		if err := e.sweep.Start(ctx); err != nil {
 			return err

@@ -57,6 +57,10 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 			switch {
 			case starflowtype.RecoveryMode(l.mode) == starflowtype.RecoveryManual:
 				// stays interrupted/abandoned until an operator acts
+				payload, _ := json.Marshal(map[string]any{"error": reason, "recovery_mode": l.mode})
+				if err := t.event(ctx, l.m, l.id, 0, starflowtype.EventRunInterrupted, "", "", payload); err != nil {
+					return err
+				}
 			case l.m.attempt < l.max:
 				var delay time.Duration
 				if p.Backoff != nil {

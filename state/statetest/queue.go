@@ -120,6 +120,9 @@ func (s *suite) testExpireOldLeases(t *testing.T) {
 	if m.Status != starflowtype.RunInterrupted || m.ClaimState != starflowtype.ClaimAbandoned {
 		t.Fatalf("manual run after sweep: %s/%s", m.Status, m.ClaimState)
 	}
+	if !hasEvent(h.events(manual.ID), starflowtype.EventRunInterrupted) {
+		t.Fatal("manual run: no run_interrupted event after runner_lost")
+	}
 	if l := h.getRun(live.ID); l.Status != starflowtype.RunRunning || l.LeasedBy != runnerB {
 		t.Fatalf("live run was swept: %s leased_by %q", l.Status, l.LeasedBy)
 	}
