@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/starflow/starflow/internal/backoff"
 	"github.com/starflow/starflow/internal/jsonvalue"
@@ -34,14 +35,20 @@ const MinSecretLength = 4
 
 // runState is the in-memory context of one run being executed.
 type runState struct {
-	e      *Engine
-	run    *starflowtype.Run
-	def    *workflow.Definition
-	led    *ledger
-	log    *slog.Logger
-	ctxVal map[string]any // input, variables, steps, env, secrets, run
-	// restored holds checkpoints of the current attempt, by scope/step.
+	e   *Engine
+	run *starflowtype.Run
+	def *workflow.Definition
+	led *ledger
+	log *slog.Logger
+	// root is the run's context: ledger writes use it, while nested
+	// instances may run under a context of their own that a fail_fast
+	// sibling lane or an enclosing timeout cancels.
+	root context.Context
+	top  *frame // the root frame: input, variables, steps, env, secrets, run
+	// restored holds the checkpoints restored instead of executed, by
+	// scope path + "\x00" + step id. Read-only once loaded.
 	restored map[string]*starflowtype.Checkpoint
+	mu       sync.Mutex // guards phase
 	phase    string
 }
 
@@ -113,6 +120,7 @@ func (rs *runState) writeFailed(ctx context.Context, err error) (Outcome, error)
 // execute prepares the context and runs the root steps list, returning the
 // run's output.
 func (rs *runState) execute(ctx context.Context) (any, error) {
+	rs.root = ctx
 	def, err := rs.e.definition(ctx, rs.run)
 	if err != nil {
 		return nil, err
@@ -143,18 +151,18 @@ func (rs *runState) execute(ctx context.Context) (any, error) {
 	for k, v := range rs.e.cfg.Env {
 		env[k] = v
 	}
-	rs.ctxVal = map[string]any{
+	rs.top = newFrame(rs.e.cfg.Expr, map[string]any{
 		"input":     input,
 		"variables": map[string]any{},
 		"steps":     map[string]any{},
 		"env":       env,
 		"secrets":   secrets,
 		"run":       map[string]any{"id": rs.run.ID, "attempt": int64(rs.run.Attempt), "workflow": rs.run.WorkflowName},
-	}
+	})
 	if err := rs.loadCheckpoints(ctx); err != nil {
 		return nil, err
 	}
-	last, err := rs.execList(ctx, "", def.Steps)
+	last, err := rs.execList(ctx, rs.top, def.Steps)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +173,7 @@ func (rs *runState) execute(ctx context.Context) (any, error) {
 	if err != nil {
 		return nil, step.Permanent(fmt.Errorf("workflow output: %w", err))
 	}
-	out, err := rs.e.cfg.Expr.EvalTemplate(ctx, tpl, rs.ctxVal)
+	out, err := rs.e.cfg.Expr.EvalTemplate(ctx, tpl, rs.top.vals)
 	if err != nil {
 		return nil, step.Permanent(fmt.Errorf("workflow output: %w", err))
 	}
@@ -199,6 +207,3 @@ func (rs *runState) loadCheckpoints(ctx context.Context) error {
 	}
 	return nil
 }
-
-func (rs *runState) vars() map[string]any     { return rs.ctxVal["variables"].(map[string]any) }
-func (rs *runState) stepsVal() map[string]any { return rs.ctxVal["steps"].(map[string]any) }

@@ -18,12 +18,12 @@ const reservedPrefix = "__celestial"
 
 // runKind executes one try of a step's kind and returns its raw output and
 // the context keys it changed.
-func (rs *runState) runKind(ctx context.Context, scope string, s *workflow.Step, try int) (any, map[string]any, error) {
+func (rs *runState) runKind(ctx context.Context, f *frame, s *workflow.Step, try int) (any, map[string]any, error) {
 	switch {
 	case s.ContextSet != nil:
-		return rs.contextSet(ctx, s)
+		return rs.contextSet(ctx, f, s)
 	case s.Fail != nil:
-		msg, err := rs.render(ctx, "fail message", s.Fail.Message)
+		msg, err := rs.render(ctx, f, "fail message", s.Fail.Message)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -34,10 +34,10 @@ func (rs *runState) runKind(ctx context.Context, scope string, s *workflow.Step,
 		}
 		return nil, nil, step.Permanent(errors.New(text))
 	case s.ServiceCall != nil:
-		out, err := rs.serviceCall(ctx, scope, s)
+		out, err := rs.serviceCall(ctx, f, s)
 		return out, nil, err
 	case s.Custom != nil:
-		out, err := rs.custom(ctx, scope, s, try)
+		out, err := rs.custom(ctx, f, s, try)
 		return out, nil, err
 	}
 	return nil, nil, step.Permanent(fmt.Errorf("step %s has no kind this engine can execute", s.ID))
@@ -45,13 +45,13 @@ func (rs *runState) runKind(ctx context.Context, scope string, s *workflow.Step,
 
 // contextSet evaluates every value first, then sets them all: the output
 // is the map of keys set to their new values, which is also the delta.
-func (rs *runState) contextSet(ctx context.Context, s *workflow.Step) (any, map[string]any, error) {
+func (rs *runState) contextSet(ctx context.Context, f *frame, s *workflow.Step) (any, map[string]any, error) {
 	delta := make(map[string]any, len(s.ContextSet))
 	for k, v := range s.ContextSet {
 		if strings.HasPrefix(k, reservedPrefix) {
 			return nil, nil, step.Permanent(fmt.Errorf("context_set may not write the reserved key %q", k))
 		}
-		val, err := rs.render(ctx, "context_set."+k, v)
+		val, err := rs.render(ctx, f, "context_set."+k, v)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -64,29 +64,29 @@ func (rs *runState) contextSet(ctx context.Context, s *workflow.Step) (any, map[
 	return out, delta, nil
 }
 
-func (rs *runState) serviceCall(ctx context.Context, scope string, s *workflow.Step) (any, error) {
-	sc := s.ServiceCall
+func (rs *runState) serviceCall(ctx context.Context, f *frame, s *workflow.Step) (any, error) {
+	sc, scope := s.ServiceCall, f.scope
 	req := &steps.HTTPRequest{
 		Method:         sc.Method,
 		ExpectStatus:   sc.ExpectStatus,
 		IdempotencyKey: idempotencyKey(rs.run.ID, scope, s.ID),
 		FencingToken:   fmt.Sprintf("%s/%d", rs.run.ID, rs.led.lease.Epoch),
 	}
-	u, err := rs.render(ctx, "service_call.url", sc.URL)
+	u, err := rs.render(ctx, f, "service_call.url", sc.URL)
 	if err != nil {
 		return nil, err
 	}
 	if req.URL, err = asString("service_call.url", u); err != nil {
 		return nil, err
 	}
-	if req.Headers, err = rs.renderStrings(ctx, "service_call.headers", sc.Headers); err != nil {
+	if req.Headers, err = rs.renderStrings(ctx, f, "service_call.headers", sc.Headers); err != nil {
 		return nil, err
 	}
-	if req.Query, err = rs.renderStrings(ctx, "service_call.query", sc.Query); err != nil {
+	if req.Query, err = rs.renderStrings(ctx, f, "service_call.query", sc.Query); err != nil {
 		return nil, err
 	}
 	if sc.Body != nil {
-		if req.Body, err = rs.render(ctx, "service_call.body", sc.Body); err != nil {
+		if req.Body, err = rs.render(ctx, f, "service_call.body", sc.Body); err != nil {
 			return nil, err
 		}
 		req.HasBody = true
@@ -94,13 +94,13 @@ func (rs *runState) serviceCall(ctx context.Context, scope string, s *workflow.S
 	return steps.Call(ctx, rs.e.cfg.HTTPClient, req)
 }
 
-func (rs *runState) renderStrings(ctx context.Context, what string, m map[string]any) (map[string]string, error) {
+func (rs *runState) renderStrings(ctx context.Context, f *frame, what string, m map[string]any) (map[string]string, error) {
 	if len(m) == 0 {
 		return nil, nil
 	}
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		x, err := rs.render(ctx, what+"."+k, v)
+		x, err := rs.render(ctx, f, what+"."+k, v)
 		if err != nil {
 			return nil, err
 		}
@@ -126,12 +126,13 @@ func asString(what string, v any) (string, error) {
 	}
 }
 
-func (rs *runState) custom(ctx context.Context, scope string, s *workflow.Step, try int) (any, error) {
+func (rs *runState) custom(ctx context.Context, f *frame, s *workflow.Step, try int) (any, error) {
+	scope := f.scope
 	fn := rs.e.cfg.Registry.get(s.Custom.Type)
 	if fn == nil {
 		return nil, step.Permanent(fmt.Errorf("step type %q is not registered in this process", s.Custom.Type))
 	}
-	input, err := rs.render(ctx, s.Custom.Type, s.Custom.Input)
+	input, err := rs.render(ctx, f, s.Custom.Type, s.Custom.Input)
 	if err != nil {
 		return nil, err
 	}

@@ -15,25 +15,44 @@ import (
 // releaseTimeout bounds the ClearLease written on shutdown.
 const releaseTimeout = 5 * time.Second
 
-// stepFailed is a step's terminal failure, as it propagates to the run.
+// stepFailed is a step's terminal failure, as it propagates to the
+// enclosing construct and the run. A construct that fails because a step
+// inside it failed wraps that step's stepFailed in its own, so the
+// innermost one names the step that failed first (what `error` shows to a
+// catch). Permanence (step.Permanent) is preserved: errors.As sees through
+// the wrapping.
 type stepFailed struct {
-	stepID string
-	err    error
+	stepID, kind, scope string
+	err                 error
 }
 
 func (f *stepFailed) Error() string { return fmt.Sprintf("step %s: %v", f.stepID, f.err) }
 func (f *stepFailed) Unwrap() error { return f.err }
 
-// execList runs one steps list in scope and returns the output of its last
-// step in list order. Steps start when their dependencies have finished: a
-// step with run_after waits for the steps it names, one without it follows
-// the step before it. This version runs ready steps one at a time, in list
-// order; the ledger is the same when they run concurrently.
-func (rs *runState) execList(ctx context.Context, scope string, list []*workflow.Step) (any, error) {
-	st := rs.stepsVal()
+// stopping reports whether err means the run stops here rather than a step
+// failing: the lease was lost, the runner shuts down (a cancelled context
+// or a graceful drain at a step boundary), or an operator cancelled the
+// run. Nothing more is written to the ledger for it (the instance rows
+// left running are continued or swept), no catch runs, and nothing is
+// recorded skipped.
+func (rs *runState) stopping(err error) bool {
+	return rs.root.Err() != nil || errors.Is(err, starflowtype.ErrLeaseLost) ||
+		errors.Is(err, starflowtype.ErrCancelRequested) || errors.Is(err, ErrShutdown)
+}
+
+// execList runs one steps list in frame f and returns the output of its
+// last step in list order. Steps start when their dependencies have
+// finished: a step with run_after waits for the steps it names, one without
+// it follows the step before it. This version runs ready steps one at a
+// time, in list order; the ledger is the same when they run concurrently.
+//
+// TODO(run_after): run the steps whose dependencies are met concurrently
+// (up to a per-run limit), each DAG branch in a child frame whose delta is
+// merged in list order at the join, as for_each and parallel do.
+func (rs *runState) execList(ctx context.Context, f *frame, list []*workflow.Step) (any, error) {
 	for _, s := range list {
-		if _, ok := st[s.ID]; !ok {
-			st[s.ID] = map[string]any{"status": "pending"}
+		if _, ok := f.steps[s.ID]; !ok {
+			f.steps[s.ID] = map[string]any{"status": "pending"}
 		}
 	}
 	deps := make([][]string, len(list))
@@ -52,14 +71,26 @@ func (rs *runState) execList(ctx context.Context, scope string, list []*workflow
 			}
 		}
 		if next < 0 {
-			return nil, step.Permanent(fmt.Errorf("run_after cycle among the steps that have not run in scope %q", scope))
+			return nil, step.Permanent(fmt.Errorf("run_after cycle among the steps that have not run in scope %q", f.scope))
+		}
+		if ctx.Err() != nil {
+			// Cancelled while the run goes on (a fail_fast sibling lane
+			// failed, an enclosing construct timed out): what has not
+			// started is skipped.
+			err := context.Cause(ctx)
+			if !rs.stopping(err) {
+				if serr := rs.skipRemaining(f, list, started, err.Error()); serr != nil {
+					return nil, serr
+				}
+			}
+			return nil, err
 		}
 		started[next] = true
 		s := list[next]
-		out, err := rs.execStep(ctx, scope, s)
+		out, err := rs.execStep(ctx, f, s)
 		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, starflowtype.ErrLeaseLost) && !errors.Is(err, starflowtype.ErrCancelRequested) {
-				if serr := rs.skipRemaining(ctx, scope, list, started, s.ID); serr != nil {
+			if !rs.stopping(err) {
+				if serr := rs.skipRemaining(f, list, started, "step "+s.ID+" failed"); serr != nil {
 					return nil, serr
 				}
 			}
@@ -83,46 +114,47 @@ func allDone(ids []string, done map[string]bool) bool {
 }
 
 // skipRemaining records every step of the list that never started as
-// skipped, because the failure of failedID ended the list.
-func (rs *runState) skipRemaining(ctx context.Context, scope string, list []*workflow.Step, started []bool, failedID string) error {
+// skipped, because a failure (or a cancellation) ended the list.
+func (rs *runState) skipRemaining(f *frame, list []*workflow.Step, started []bool, reason string) error {
 	for i, s := range list {
 		if started[i] {
 			continue
 		}
-		if err := rs.led.nodeSkipped(ctx, scope, s.ID, s.Kind(), "step "+failedID+" failed"); err != nil {
+		f.steps[s.ID] = map[string]any{"status": string(starflowtype.StepSkipped)}
+		if err := rs.led.nodeSkipped(rs.root, f.scope, s.ID, s.Kind(), reason); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// execStep runs (or restores) one step instance and returns its stored
-// output.
-func (rs *runState) execStep(ctx context.Context, scope string, s *workflow.Step) (any, error) {
+// execStep runs (or restores) one step instance in frame f and returns its
+// stored output. Ledger writes use the run's context (rs.root), not ctx:
+// ctx may be cancelled for this instance alone (a fail_fast sibling lane
+// failed, an enclosing construct timed out), and that failure is recorded.
+func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, context.Cause(ctx)
 	}
 	if draining(ctx) {
 		return nil, ErrShutdown // stop at this step boundary; the lease is released
 	}
-	kind := s.Kind()
-	entry := rs.stepsVal()
+	scope, kind := f.scope, s.Kind()
 	if cp, ok := rs.restored[scope+"\x00"+s.ID]; ok {
-		return rs.restore(s, cp)
+		return rs.restore(f, s, cp)
 	}
 	if s.When != nil {
-		ok, err := rs.evalWhen(ctx, s)
+		ok, err := rs.evalBool(ctx, f, "when", s.When)
 		if err != nil {
-			ferr := step.Permanent(err)
-			if werr := rs.led.nodeError(ctx, scope, s.ID, kind, 0, ferr); werr != nil {
-				return nil, werr
-			}
-			return nil, &stepFailed{s.ID, ferr}
+			return nil, rs.fail(f, s, 0, step.Permanent(err))
 		}
 		if !ok {
-			entry[s.ID] = map[string]any{"status": string(starflowtype.StepSkipped)}
-			return nil, rs.led.nodeSkipped(ctx, scope, s.ID, kind, "when is false")
+			f.steps[s.ID] = map[string]any{"status": string(starflowtype.StepSkipped)}
+			return nil, rs.led.nodeSkipped(rs.root, scope, s.ID, kind, "when is false")
 		}
+	}
+	if s.IsConstruct() {
+		return rs.execConstruct(ctx, f, s)
 	}
 	policy := resolveRetry(s, rs.def)
 	timeout := rs.e.cfg.StepTimeout
@@ -133,31 +165,28 @@ func (rs *runState) execStep(ctx context.Context, scope string, s *workflow.Step
 		timeout = time.Duration(s.Timeout)
 	}
 	for try := 1; ; try++ {
-		if err := rs.led.nodeStart(ctx, scope, s.ID, kind, try); err != nil {
+		if err := rs.led.nodeStart(rs.root, scope, s.ID, kind, try); err != nil {
 			return nil, err
 		}
 		tctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("step timed out after %s", timeout))
-		raw, delta, err := rs.runKind(tctx, scope, s, try)
+		raw, delta, err := rs.runKind(tctx, f, s, try)
 		if err == nil {
 			var out any
-			out, err = rs.shapeOutput(tctx, s, raw)
+			out, err = rs.shapeOutput(tctx, f, s, raw)
 			if err == nil {
 				cancel()
 				// The handler's work is done: record it even if the runner is
 				// stopping (a shutdown must not throw a finished step away).
 				// The fence still refuses the write if the lease was lost.
-				wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-				err = rs.complete(wctx, scope, s, try, out, delta)
+				wctx, wcancel := context.WithTimeout(context.WithoutCancel(rs.root), releaseTimeout)
+				err = rs.complete(wctx, f, s, try, out, delta)
 				wcancel()
 				var bad unencodable
 				if !errors.As(err, &bad) {
 					return out, err
 				}
 				// The output cannot be stored: a permanent failure of the step.
-				if werr := rs.led.nodeError(ctx, scope, s.ID, kind, try, err); werr != nil {
-					return nil, werr
-				}
-				return nil, &stepFailed{s.ID, err}
+				return nil, rs.fail(f, s, try, err)
 			}
 		}
 		if tctx.Err() != nil && ctx.Err() == nil {
@@ -165,119 +194,135 @@ func (rs *runState) execStep(ctx context.Context, scope string, s *workflow.Step
 		}
 		cancel()
 		if ctx.Err() != nil {
-			return nil, context.Cause(ctx) // lease lost or shutdown: not the step's failure
+			cause := context.Cause(ctx)
+			if rs.stopping(cause) {
+				return nil, cause // lease lost or shutdown: not the step's failure
+			}
+			// Cancelled while the run goes on: the step fails with the
+			// cause, without retrying.
+			return nil, rs.fail(f, s, try, cause)
 		}
 		if !step.IsPermanent(err) && try < policy.maxTries {
 			d := policy.delay(try)
-			if werr := rs.led.nodeRetry(ctx, scope, s.ID, try, err, d); werr != nil {
+			if werr := rs.led.nodeRetry(rs.root, scope, s.ID, try, err, d); werr != nil {
 				return nil, werr
 			}
-			rs.log.Info("step try failed; retrying", "step", s.ID, "try", try, "backoff", d, "error", rs.led.red.Error(err))
+			rs.log.Info("step try failed; retrying", "step", s.ID, "scope", scope, "try", try, "backoff", d, "error", rs.led.red.Error(err))
 			if serr := rs.e.cfg.Sleep(ctx, d); serr != nil {
-				return nil, serr
+				if rs.stopping(serr) {
+					return nil, serr
+				}
+				return nil, rs.fail(f, s, try, serr)
 			}
 			continue
 		}
-		if werr := rs.led.nodeError(ctx, scope, s.ID, kind, try, err); werr != nil {
-			return nil, werr
-		}
-		entry[s.ID] = map[string]any{"status": string(starflowtype.StepFailed), "error": rs.led.red.Error(err)}
-		return nil, &stepFailed{s.ID, err}
+		return nil, rs.fail(f, s, try, err)
 	}
+}
+
+// fail records a step instance's terminal failure and returns it as a
+// stepFailed (or the ledger's error when that cannot be written).
+func (rs *runState) fail(f *frame, s *workflow.Step, try int, err error) error {
+	if werr := rs.led.nodeError(rs.root, f.scope, s.ID, s.Kind(), try, err); werr != nil {
+		return werr
+	}
+	f.steps[s.ID] = map[string]any{"status": string(starflowtype.StepFailed), "error": rs.led.red.Error(err)}
+	return &stepFailed{stepID: s.ID, kind: s.Kind(), scope: f.scope, err: err}
 }
 
 // complete applies a succeeded step's output and context changes and
 // commits them (ledger row, event and checkpoint in one transaction).
-func (rs *runState) complete(ctx context.Context, scope string, s *workflow.Step, try int, out any, delta map[string]any) error {
-	if err := rs.led.nodeComplete(ctx, scope, s.ID, try, out, delta); err != nil {
+func (rs *runState) complete(ctx context.Context, f *frame, s *workflow.Step, try int, out any, delta map[string]any) error {
+	if err := rs.led.nodeComplete(ctx, f.scope, s.ID, try, out, delta); err != nil {
 		return err
 	}
-	rs.apply(s.ID, out, delta)
-	return rs.recordPhase(ctx)
+	f.set(delta)
+	f.succeeded(s.ID, out)
+	return rs.recordPhase(ctx, f)
 }
 
-// apply makes a step's output and context changes visible to later steps.
-func (rs *runState) apply(stepID string, out any, delta map[string]any) {
-	v := rs.vars()
-	for k, x := range delta {
-		v[k] = x
-	}
-	rs.stepsVal()[stepID] = map[string]any{"status": string(starflowtype.StepSucceeded), "output": out}
-}
-
-// restore applies a checkpoint instead of executing the step.
-func (rs *runState) restore(s *workflow.Step, cp *starflowtype.Checkpoint) (any, error) {
+// restore applies a checkpoint instead of executing the step: its output
+// and the context changes it made (for a construct: of every step inside
+// it) are applied to f.
+func (rs *runState) restore(f *frame, s *workflow.Step, cp *starflowtype.Checkpoint) (any, error) {
 	out, err := jsonvalue.Decode(cp.Output)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint of step %s: output: %w", s.ID, err)
+		return nil, fmt.Errorf("checkpoint of step %s in scope %q: output: %w", s.ID, f.scope, err)
 	}
 	var delta map[string]any
 	if len(cp.Context) > 0 {
 		d, err := jsonvalue.Decode(cp.Context)
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint of step %s: context: %w", s.ID, err)
+			return nil, fmt.Errorf("checkpoint of step %s in scope %q: context: %w", s.ID, f.scope, err)
 		}
 		delta, _ = d.(map[string]any)
 	}
-	rs.apply(s.ID, out, delta)
+	f.set(delta)
+	f.succeeded(s.ID, out)
 	return out, nil
 }
 
-// recordPhase writes a phase event when variables.phase changed.
-func (rs *runState) recordPhase(ctx context.Context) error {
-	p, ok := rs.vars()["phase"].(string)
+// recordPhase writes a phase event when variables.phase (as frame f
+// sees it) changed.
+func (rs *runState) recordPhase(ctx context.Context, f *frame) error {
+	p, ok := f.vars["phase"].(string)
+	rs.mu.Lock()
 	if !ok || p == rs.phase {
+		rs.mu.Unlock()
 		return nil
 	}
 	rs.phase = p
+	rs.mu.Unlock()
 	return rs.led.phase(ctx, p)
 }
 
-func (rs *runState) evalWhen(ctx context.Context, s *workflow.Step) (bool, error) {
-	tpl, err := rs.e.cfg.Expr.ParseExpr(s.When)
+// evalBool evaluates an expression-by-nature (when, if.condition,
+// repeat_until.until) in frame f; it must yield a boolean.
+func (rs *runState) evalBool(ctx context.Context, f *frame, what string, v any) (bool, error) {
+	tpl, err := f.env.ParseExpr(v)
 	if err != nil {
-		return false, fmt.Errorf("when: %w", err)
+		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	v, err := rs.e.cfg.Expr.EvalTemplate(ctx, tpl, rs.ctxVal)
+	x, err := f.env.EvalTemplate(ctx, tpl, f.vals)
 	if err != nil {
-		return false, fmt.Errorf("when: %w", err)
+		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	b, ok := v.(bool)
+	b, ok := x.(bool)
 	if !ok {
-		return false, fmt.Errorf("when must be a boolean, got %T", v)
+		return false, fmt.Errorf("%s must be a boolean, got %T", what, x)
 	}
 	return b, nil
 }
 
 // shapeOutput applies the step's `output` expression to its raw output.
-func (rs *runState) shapeOutput(ctx context.Context, s *workflow.Step, raw any) (any, error) {
+func (rs *runState) shapeOutput(ctx context.Context, f *frame, s *workflow.Step, raw any) (any, error) {
 	if s.Output == nil {
 		return raw, nil
 	}
-	tpl, err := rs.e.cfg.Expr.ParseTemplate(s.Output)
+	tpl, err := f.env.ParseTemplate(s.Output)
 	if err != nil {
 		return nil, step.Permanent(fmt.Errorf("output: %w", err))
 	}
-	vars := make(map[string]any, len(rs.ctxVal)+1)
-	for k, v := range rs.ctxVal {
+	vars := make(map[string]any, len(f.vals)+1)
+	for k, v := range f.vals {
 		vars[k] = v
 	}
 	vars["output"] = raw
-	out, err := rs.e.cfg.Expr.EvalTemplate(ctx, tpl, vars)
+	out, err := f.env.EvalTemplate(ctx, tpl, vars)
 	if err != nil {
 		return nil, step.Permanent(fmt.Errorf("output: %w", err))
 	}
 	return out, nil
 }
 
-// render evaluates a template against the run's context; errors are
-// permanent (an expression fails the same way every time).
-func (rs *runState) render(ctx context.Context, what string, v any) (any, error) {
-	tpl, err := rs.e.cfg.Expr.ParseTemplate(v)
+// render evaluates a template in frame f; errors are permanent (an
+// expression fails the same way every time).
+func (rs *runState) render(ctx context.Context, f *frame, what string, v any) (any, error) {
+	tpl, err := f.env.ParseTemplate(v)
 	if err != nil {
 		return nil, step.Permanent(fmt.Errorf("%s: %w", what, err))
 	}
-	out, err := rs.e.cfg.Expr.EvalTemplate(ctx, tpl, rs.ctxVal)
+	out, err := f.env.EvalTemplate(ctx, tpl, f.vals)
 	if err != nil {
 		return nil, step.Permanent(fmt.Errorf("%s: %w", what, err))
 	}

@@ -8,7 +8,8 @@
 // JSON. Lists and maps are templated element by element.
 //
 // Names in scope: input, variables, steps, item, error, env, secrets, run,
-// output (see Vars). Every evaluation runs under a CEL runtime cost limit
+// output (see Names); Env.With derives an environment that declares more
+// (a for_each loop's `as` name). Every evaluation runs under a CEL runtime cost limit
 // and a wall-clock time limit; Compile rejects expressions whose static cost
 // estimate already exceeds the limit.
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,15 +47,25 @@ var ErrTooCostly = errors.New("expression is too costly")
 const maxCached = 4096
 
 // Env compiles and caches expressions. It is safe for concurrent use.
+//
+// An Env declares Names; With derives one that declares more (the `as`
+// name of a for_each loop), with a cache of its own.
 type Env struct {
 	env    *cel.Env
 	limits Limits
+	names  []string // every declared variable: Names, then the extra ones
+	extra  []string // the names With added, sorted
 	mu     sync.Mutex
 	cache  map[string]cel.Program
 	// compiling serialises compilation: cel-go v0.33's checker races on
 	// its lazily built symbol catalog when one cel.Env checks several
-	// expressions at once (found by go test -race).
-	compiling sync.Mutex
+	// expressions at once (found by go test -race). Derived environments
+	// share their root's lock: an extended cel.Env shares the root's
+	// declarations.
+	compiling *sync.Mutex
+
+	root    *Env            // the environment With was first called on (nil: this one)
+	derived map[string]*Env // root only: by extra names joined with ","
 }
 
 // NewEnv returns an environment with the given limits (zero fields take
@@ -74,8 +85,66 @@ func NewEnv(l Limits) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("expr: %w", err)
 	}
-	return &Env{env: e, limits: l, cache: map[string]cel.Program{}}, nil
+	return &Env{env: e, limits: l, names: Names, cache: map[string]cel.Program{}, compiling: &sync.Mutex{},
+		derived: map[string]*Env{}}, nil
 }
+
+// With returns an environment that declares, besides this one's names,
+// each of names as a variable of dynamic type (a for_each loop's `as`
+// name). Names already declared are ignored, so With on an environment
+// that declares them all returns it unchanged. Derived environments are
+// cached by their set of extra names: asking twice yields the same *Env,
+// whose compiled programs are cached like any other's. Expressions compiled
+// by the result must be evaluated by it (Eval, EvalTemplate), which binds
+// the extra names too; a name missing from the variables is null.
+func (e *Env) With(names ...string) (*Env, error) {
+	extra := slices.Clone(e.extra)
+	for _, n := range names {
+		if !slices.Contains(e.names, n) && !slices.Contains(extra, n) {
+			extra = append(extra, n)
+		}
+	}
+	if len(extra) == len(e.extra) {
+		return e, nil
+	}
+	slices.Sort(extra)
+	root := e
+	if e.root != nil {
+		root = e.root
+	}
+	key := strings.Join(extra, ",")
+	root.mu.Lock()
+	d, ok := root.derived[key]
+	root.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	opts := make([]cel.EnvOption, 0, len(extra))
+	for _, n := range extra {
+		opts = append(opts, cel.Variable(n, cel.DynType))
+	}
+	root.compiling.Lock()
+	ce, err := root.env.Extend(opts...)
+	root.compiling.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("expr: declare %s: %w", key, err)
+	}
+	d = &Env{env: ce, limits: root.limits, names: append(slices.Clone(Names), extra...), extra: extra,
+		cache: map[string]cel.Program{}, compiling: root.compiling, root: root}
+	root.mu.Lock()
+	defer root.mu.Unlock()
+	if old, ok := root.derived[key]; ok {
+		return old, nil // another goroutine derived it first
+	}
+	if len(root.derived) >= maxDerived {
+		root.derived = map[string]*Env{}
+	}
+	root.derived[key] = d
+	return d, nil
+}
+
+// maxDerived bounds the derived environments a root keeps.
+const maxDerived = 256
 
 var defaultEnv = sync.OnceValues(func() (*Env, error) { return NewEnv(Limits{}) })
 
@@ -134,8 +203,8 @@ func (e *Env) Compile(src string) (cel.Program, error) {
 func (e *Env) Eval(ctx context.Context, p cel.Program, vars map[string]any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.limits.Timeout)
 	defer cancel()
-	act := map[string]any{}
-	for _, n := range Names {
+	act := make(map[string]any, len(e.names))
+	for _, n := range e.names {
 		if v, ok := vars[n]; ok {
 			act[n] = v
 		} else {

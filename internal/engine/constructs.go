@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/starflow/starflow/step"
+	"github.com/starflow/starflow/workflow"
+)
+
+// The control-flow constructs (SPEC §2, §3 "Control-flow rules").
+//
+// A construct is a step instance like any other: it gets a ledger row
+// (node_start with try 1, then node_complete or node_error) and, when it
+// succeeds, a checkpoint whose output is the construct's output and whose
+// context is the merged delta of every step inside it. A completed
+// construct is therefore restored in one piece on resume, while one cut
+// off midway is re-entered: each step instance inside it that has a
+// checkpoint is restored into its frame (see frames.go) instead of
+// executed, and the rest run.
+//
+// A construct has no retries of its own (the steps inside it have theirs)
+// and no default timeout: only its own `timeout` bounds it (the default
+// step timeout bounds one try of a leaf step, which a loop of many steps
+// would exceed).
+//
+// A failure inside a construct propagates to the enclosing try, or the
+// run: the construct is recorded failed, and the context changes of the
+// steps that succeeded inside it stay applied (a failure never undoes
+// them, SPEC §2), so an enclosing catch sees them.
+
+// execConstruct runs a construct step in frame f (its `when` has been
+// evaluated, and it has no checkpoint).
+func (rs *runState) execConstruct(ctx context.Context, f *frame, s *workflow.Step) (any, error) {
+	if err := rs.led.nodeStart(rs.root, f.scope, s.ID, s.Kind(), 1); err != nil {
+		return nil, err
+	}
+	cctx := ctx
+	if s.Timeout > 0 {
+		d := time.Duration(s.Timeout)
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("step %s timed out after %s", s.ID, d))
+		defer cancel()
+	}
+	body := f.child(f.scope)
+	out, err := rs.runConstruct(cctx, body, s)
+	if err == nil {
+		out, err = rs.shapeOutput(cctx, f, s, out)
+	}
+	if err == nil {
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(rs.root), releaseTimeout)
+		err = rs.complete(wctx, f, s, 1, out, body.delta)
+		wcancel()
+		var bad unencodable
+		if !errors.As(err, &bad) {
+			return out, err
+		}
+	}
+	if rs.stopping(err) {
+		return nil, err
+	}
+	f.set(body.delta) // no rollback: what succeeded inside stays applied
+	return nil, rs.fail(f, s, 1, err)
+}
+
+// runConstruct runs the construct's nested lists in its body frame and
+// returns the construct's raw output.
+func (rs *runState) runConstruct(ctx context.Context, body *frame, s *workflow.Step) (any, error) {
+	switch {
+	case s.If != nil:
+		return rs.execIf(ctx, body, s.If)
+	case s.Try != nil:
+		return rs.execTry(ctx, body, s.Try)
+	}
+	return nil, step.Permanent(fmt.Errorf("the %s construct is not executed by this version of the engine", s.Kind()))
+}
+
+// execIf runs the branch the condition selects, in the construct's scope.
+// The output is the branch's output, null when no branch runs.
+func (rs *runState) execIf(ctx context.Context, f *frame, c *workflow.If) (any, error) {
+	ok, err := rs.evalBool(ctx, f, "if.condition", c.Condition)
+	if err != nil {
+		return nil, step.Permanent(err)
+	}
+	switch {
+	case ok:
+		return rs.execList(ctx, f, c.Then)
+	case c.Else != nil:
+		return rs.execList(ctx, f, c.Else)
+	}
+	return nil, nil
+}
+
+// execTry runs steps, then catch when a step failed, then finally, all in
+// the construct's scope and frame (catch and finally see the context
+// changes of the steps that succeeded before the failure). catch sees the
+// failure as `error` ({message, step_id, kind, scope_path}: the step that
+// failed first, innermost, and its kind). The output is the output of
+// steps, or of catch when it caught the failure.
+//
+// finally runs after steps and catch whether they succeeded or failed,
+// but not when the run is stopping (shutdown, lost lease, operator cancel)
+// or the try itself was cancelled (a fail_fast sibling lane failed, an
+// enclosing timeout): then nothing more runs in it. A failure of finally
+// fails the try when the try had succeeded; when it had already failed,
+// that first failure propagates and finally's is in the ledger.
+func (rs *runState) execTry(ctx context.Context, f *frame, t *workflow.Try) (any, error) {
+	out, err := rs.execList(ctx, f, t.Steps)
+	if err != nil && t.Catch != nil && rs.catchable(ctx, err) {
+		restore := f.bind("error", rs.errorValue(err))
+		out, err = rs.execList(ctx, f, t.Catch)
+		restore()
+	}
+	if t.Finally == nil || (err != nil && !rs.catchable(ctx, err)) {
+		return out, err
+	}
+	if _, ferr := rs.execList(ctx, f, t.Finally); ferr != nil && (err == nil || rs.stopping(ferr)) {
+		return nil, ferr
+	}
+	return out, err
+}
+
+// catchable reports whether err is a step's failure that a try may catch:
+// not the run stopping, not a store error, not a cancellation of ctx.
+func (rs *runState) catchable(ctx context.Context, err error) bool {
+	var sf *stepFailed
+	return errors.As(err, &sf) && ctx.Err() == nil && !rs.stopping(err)
+}
+
+// errorValue is what a catch sees as `error`: the innermost step failure's
+// message (scrubbed of secrets), step id, step kind and scope path.
+func (rs *runState) errorValue(err error) map[string]any {
+	var inner *stepFailed
+	for e := err; ; {
+		var sf *stepFailed
+		if !errors.As(e, &sf) {
+			break
+		}
+		inner, e = sf, sf.err
+	}
+	v := map[string]any{"message": rs.led.red.Error(err), "step_id": "", "kind": "", "scope_path": ""}
+	if inner != nil {
+		v["message"] = rs.led.red.Error(inner.err)
+		v["step_id"], v["kind"], v["scope_path"] = inner.stepID, inner.kind, inner.scope
+	}
+	return v
+}
