@@ -408,9 +408,8 @@ output: "${{ variables }}"
 func TestUnexecutedConstructsRefusedAtApply(t *testing.T) {
 	h := newHarness(t, starflow.Config{})
 	for kind, body := range map[string]string{
-		"repeat_until": "repeat_until:\n      until: \"true\"\n      max_iterations: 2\n      steps:\n        - id: b\n          context_set: {y: 1}\n",
-		"for_each":     "for_each:\n      items: \"${{ [1] }}\"\n      steps:\n        - id: b\n          context_set: {y: 1}\n",
-		"parallel":     "parallel:\n      lanes:\n        one:\n          - id: b\n            context_set: {y: 1}\n",
+		"for_each": "for_each:\n      items: \"${{ [1] }}\"\n      steps:\n        - id: b\n          context_set: {y: 1}\n",
+		"parallel": "parallel:\n      lanes:\n        one:\n          - id: b\n            context_set: {y: 1}\n",
 	} {
 		_, err := h.eng.Apply(context.Background(), "c.yaml", []byte("name: c\nsteps:\n  - id: a\n    context_set: {x: 1}\n  - id: branch\n    "+body))
 		if err == nil || !strings.Contains(err.Error(), "c.yaml:5:5") || !strings.Contains(err.Error(), kind+" construct is not executed") {

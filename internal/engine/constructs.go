@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/starflow/starflow/step"
@@ -73,6 +74,8 @@ func (rs *runState) runConstruct(ctx context.Context, body *frame, s *workflow.S
 		return rs.execIf(ctx, body, s.If)
 	case s.Try != nil:
 		return rs.execTry(ctx, body, s.Try)
+	case s.RepeatUntil != nil:
+		return rs.execRepeat(ctx, body, s)
 	}
 	return nil, step.Permanent(fmt.Errorf("the %s construct is not executed by this version of the engine", s.Kind()))
 }
@@ -120,6 +123,37 @@ func (rs *runState) execTry(ctx context.Context, f *frame, t *workflow.Try) (any
 		return nil, ferr
 	}
 	return out, err
+}
+
+// execRepeat runs the loop's steps once per iteration, iteration i (from
+// 0) in scope <id>.iter_<i> and a frame of its own that starts from the
+// loop's context as the previous iterations left it (their changes are
+// merged after each one). until is evaluated after each iteration, in
+// that iteration's frame (its steps visible). The output is the last
+// iteration's; reaching max_iterations with until still false fails the
+// step with max_iterations_exceeded (permanent: it fails the same way
+// every time).
+func (rs *runState) execRepeat(ctx context.Context, f *frame, s *workflow.Step) (any, error) {
+	r := s.RepeatUntil
+	if r.MaxIterations < 1 {
+		return nil, step.Permanent(fmt.Errorf("max_iterations must be at least 1, got %d", r.MaxIterations))
+	}
+	for i := 0; i < r.MaxIterations; i++ {
+		it := f.child(scopeOf(f.scope, s.ID, "iter", strconv.Itoa(i)))
+		out, err := rs.execList(ctx, it, r.Steps)
+		f.merge(it)
+		if err != nil {
+			return nil, err
+		}
+		done, err := rs.evalBool(ctx, it, "repeat_until.until", r.Until)
+		if err != nil {
+			return nil, step.Permanent(err)
+		}
+		if done {
+			return out, nil
+		}
+	}
+	return nil, step.Permanent(fmt.Errorf("max_iterations_exceeded: until was still false after %d iterations", r.MaxIterations))
 }
 
 // catchable reports whether err is a step's failure that a try may catch:
