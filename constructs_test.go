@@ -408,7 +408,6 @@ output: "${{ variables }}"
 func TestUnexecutedConstructsRefusedAtApply(t *testing.T) {
 	h := newHarness(t, starflow.Config{})
 	for kind, body := range map[string]string{
-		"for_each": "for_each:\n      items: \"${{ [1] }}\"\n      steps:\n        - id: b\n          context_set: {y: 1}\n",
 		"parallel": "parallel:\n      lanes:\n        one:\n          - id: b\n            context_set: {y: 1}\n",
 	} {
 		_, err := h.eng.Apply(context.Background(), "c.yaml", []byte("name: c\nsteps:\n  - id: a\n    context_set: {x: 1}\n  - id: branch\n    "+body))

@@ -223,7 +223,7 @@ func Supported(filename string, def *workflow.Definition) error {
 }
 
 // notExecuted are the constructs the engine does not execute yet.
-var notExecuted = map[string]bool{"for_each": true, "parallel": true}
+var notExecuted = map[string]bool{"parallel": true}
 
 // Apply validates a definition and stores it by revision (idempotent).
 func (e *Engine) Apply(ctx context.Context, filename string, src []byte) (*starflowtype.Definition, error) {

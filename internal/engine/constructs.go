@@ -76,6 +76,10 @@ func (rs *runState) runConstruct(ctx context.Context, body *frame, s *workflow.S
 		return rs.execTry(ctx, body, s.Try)
 	case s.RepeatUntil != nil:
 		return rs.execRepeat(ctx, body, s)
+	case s.ForEach != nil:
+		return rs.execForEach(ctx, body, s)
+	case s.Parallel != nil:
+		return rs.execParallel(ctx, body, s)
 	}
 	return nil, step.Permanent(fmt.Errorf("the %s construct is not executed by this version of the engine", s.Kind()))
 }

@@ -1,0 +1,215 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/starflow/starflow/step"
+	"github.com/starflow/starflow/workflow"
+)
+
+// The constructs whose children run concurrently: for_each items and
+// parallel lanes. Each child runs in a frame of its own (frames.go) that
+// starts from the construct's context as of the construct's start; no
+// child sees another's changes. At the join the children's deltas are
+// merged in a fixed order — item index, lane name — whatever order they
+// finished in, so a resumed run (some children restored from checkpoints,
+// others executed) ends with exactly the output of an uninterrupted one.
+// Every goroutine a construct starts has ended when it returns, however
+// it ends (failure, cancellation, lease loss, shutdown).
+
+// execForEach runs the loop's steps once per element of items, item i in
+// scope <id>.item_<i> with the element bound to `as`, up to concurrency
+// items at a time, started in item order. The output is the list of the
+// items' last outputs, in item order.
+//
+// When an item fails, no further item starts; the items in flight run to
+// their end (they are not cancelled: what they complete is checkpointed
+// and not redone on resume), and the loop fails with the failure of the
+// lowest failed item index. Items that never started have no ledger rows.
+func (rs *runState) execForEach(ctx context.Context, f *frame, s *workflow.Step) (any, error) {
+	fe := s.ForEach
+	v, err := rs.render(ctx, f, "for_each.items", fe.Items)
+	if err != nil {
+		return nil, err
+	}
+	items, ok := v.([]any)
+	if !ok {
+		return nil, step.Permanent(fmt.Errorf("for_each.items must evaluate to a list, got %s", jsonType(v)))
+	}
+	name := fe.ItemName()
+	env, err := f.env.With(name)
+	if err != nil {
+		return nil, step.Permanent(err)
+	}
+	n := len(items)
+	frames := make([]*frame, n)
+	outs := make([]any, n)
+	errs := make([]error, n)
+	var (
+		mu     sync.Mutex
+		next   int
+		failed bool
+	)
+	claim := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		if failed || next >= n || ctx.Err() != nil {
+			return -1
+		}
+		next++
+		return next - 1
+	}
+	var wg sync.WaitGroup
+	for range min(fe.Workers(), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := claim(); i >= 0; i = claim() {
+				it := f.child(scopeOf(f.scope, s.ID, "item", strconv.Itoa(i)))
+				it.env = env
+				it.bind(name, items[i])
+				frames[i] = it
+				out, err := rs.execList(ctx, it, fe.Steps)
+				if err != nil {
+					errs[i] = fmt.Errorf("item %d: %w", i, err)
+					mu.Lock()
+					failed = true
+					mu.Unlock()
+					continue
+				}
+				outs[i] = out
+			}
+		}()
+	}
+	wg.Wait()
+	for _, it := range frames {
+		f.merge(it)
+	}
+	if err := rs.joinError(errs); err != nil {
+		return nil, err
+	}
+	return outs, nil
+}
+
+// laneCancelled is the cancellation cause of the lanes a fail_fast
+// parallel cancels because one lane failed.
+type laneCancelled struct{ stepID, lane string }
+
+func (c *laneCancelled) Error() string {
+	return fmt.Sprintf("cancelled: lane %s of parallel step %s failed (fail_fast)", c.lane, c.stepID)
+}
+
+// execParallel runs every lane at once, lane NAME in scope
+// <id>.lane_<NAME>. The output maps each lane name to its last output.
+//
+// With fail_fast (the default), the first lane to fail cancels the others
+// and the step fails with that failure. Decision: a cancelled lane's step
+// in flight ends with the cancellation and is recorded failed, with the
+// error "cancelled: lane X of parallel step P failed (fail_fast)"; its
+// steps that had not started are recorded skipped, and the constructs
+// around them in the lane failed. `cancelled` stays the status of step
+// rows an operator's cancellation of the whole run left running. A step
+// that completes despite the cancellation (its handler ignored it) is
+// recorded succeeded and checkpointed as usual.
+//
+// Without fail_fast every lane runs to its end, and the step then fails
+// with the failure of the first failed lane in lane-name order.
+func (rs *runState) execParallel(ctx context.Context, f *frame, s *workflow.Step) (any, error) {
+	p := s.Parallel
+	names := p.LaneNames()
+	lctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	frames := make([]*frame, len(names))
+	outs := make([]any, len(names))
+	errs := make([]error, len(names))
+	var (
+		mu    sync.Mutex
+		first error // the failure that cancelled the other lanes
+		wg    sync.WaitGroup
+	)
+	for i, name := range names {
+		frames[i] = f.child(scopeOf(f.scope, s.ID, "lane", name))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := rs.execList(lctx, frames[i], p.Lanes[name])
+			if err == nil {
+				outs[i] = out
+				return
+			}
+			err = fmt.Errorf("lane %s: %w", name, err)
+			errs[i] = err
+			var lc *laneCancelled
+			if !p.FailsFast() || rs.stopping(err) || errors.As(err, &lc) || ctx.Err() != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if first == nil {
+				first = err
+				cancel(&laneCancelled{stepID: s.ID, lane: name})
+			}
+		}()
+	}
+	wg.Wait()
+	for _, fr := range frames {
+		f.merge(fr)
+	}
+	for _, err := range errs {
+		if err != nil && rs.stopping(err) {
+			return nil, err
+		}
+	}
+	if first != nil {
+		return nil, first
+	}
+	if err := rs.joinError(errs); err != nil {
+		return nil, err
+	}
+	out := make(map[string]any, len(names))
+	for i, name := range names {
+		out[name] = outs[i]
+	}
+	return out, nil
+}
+
+// joinError is the error a construct with concurrent children fails
+// with: the run stopping comes first (nothing more is written for it),
+// then the first failure in the fixed order of errs.
+func (rs *runState) joinError(errs []error) error {
+	var first error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if rs.stopping(err) {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// jsonType names the JSON type of a value, for error messages.
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "an object"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "a list"
+	default:
+		return "a number"
+	}
+}
