@@ -402,17 +402,3 @@ output: "${{ variables }}"
 		t.Fatalf("output %s, want %s", rc.interrupted.Output, want)
 	}
 }
-
-// TestUnexecutedConstructsRefusedAtApply: the constructs the engine does
-// not execute yet are refused at apply, with their position.
-func TestUnexecutedConstructsRefusedAtApply(t *testing.T) {
-	h := newHarness(t, starflow.Config{})
-	for kind, body := range map[string]string{
-		"parallel": "parallel:\n      lanes:\n        one:\n          - id: b\n            context_set: {y: 1}\n",
-	} {
-		_, err := h.eng.Apply(context.Background(), "c.yaml", []byte("name: c\nsteps:\n  - id: a\n    context_set: {x: 1}\n  - id: branch\n    "+body))
-		if err == nil || !strings.Contains(err.Error(), "c.yaml:5:5") || !strings.Contains(err.Error(), kind+" construct is not executed") {
-			t.Errorf("apply of %s: %v", kind, err)
-		}
-	}
-}
