@@ -35,7 +35,7 @@ func TestExamplesParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"quickstart.yaml": false, "order-saga.yaml": false, "data-pipeline.yaml": false, "ci-pipeline.yaml": false}
+	want := map[string]bool{"quickstart.yaml": false, "order-saga.yaml": false, "data-pipeline.yaml": false, "ci-pipeline.yaml": false, "fanout.yaml": false}
 	for _, f := range files {
 		want[f] = true
 		t.Run(f, func(t *testing.T) {
@@ -53,6 +53,23 @@ func TestExamplesParse(t *testing.T) {
 			t.Errorf("examples/%s is missing", f)
 		}
 	}
+}
+
+// TestFanout runs the control-flow example offline, with its defaults and
+// with a zero-quantity line that the try/catch flags.
+func TestFanout(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	run := h.run(t, "fanout.yaml", nil)
+	h.wantStatus(t, run, starflowtype.RunSucceeded)
+	out := outputOf(t, run)
+	wantEq(t, "checked", out["checked"], true)
+	wantEq(t, "settle_attempts", out["settle_attempts"], float64(2))
+	lanes, _ := json.Marshal(out["lanes"])
+	wantEq(t, "lanes", string(lanes), `{"bill":{"invoiced_lines":3},"pack":{"boxes":3}}`)
+	bad := h.run(t, "fanout.yaml", map[string]any{"orders": []any{map[string]any{"sku": "a", "qty": 2}, map[string]any{"sku": "b", "qty": 0}}})
+	h.wantStatus(t, bad, starflowtype.RunSucceeded)
+	wantEq(t, "problem", outputOf(t, bad)["problem"], "an order line has quantity 0")
 }
 
 func TestQuickstart(t *testing.T) {

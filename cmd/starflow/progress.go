@@ -100,7 +100,7 @@ func (p *progress) show(ctx context.Context, ev *starflowtype.Event) {
 		mark := map[starflowtype.EventType]string{
 			starflowtype.EventNodeComplete: "✓", starflowtype.EventNodeError: "✗", starflowtype.EventNodeSkipped: "–",
 		}[ev.Type]
-		text := fmt.Sprintf("  %s %-20s %-9s", mark, name(ev), statusOf(ev.Type))
+		text := fmt.Sprintf("  %s %-24s %-9s", mark, name(ev), statusOf(ev.Type))
 		if st != nil {
 			text += fmt.Sprintf(" %7s", (time.Duration(st.DurationMS) * time.Millisecond).String())
 			if st.Tries > 1 {
