@@ -41,19 +41,17 @@ func (rs *runState) stopping(err error) bool {
 }
 
 // execList runs one steps list in frame f and returns the output of its
-// last step in list order. Steps start when their dependencies have
-// finished: a step with run_after waits for the steps it names, one without
-// it follows the step before it. This version runs ready steps one at a
-// time, in list order; the ledger is the same when they run concurrently.
-//
-// TODO(run_after): run the steps whose dependencies are met concurrently
-// (up to a per-run limit), each DAG branch in a child frame whose delta is
-// merged in list order at the join, as for_each and parallel do.
+// last step in list order. A list whose steps name their dependencies with
+// run_after is a graph and runs concurrently (execDAG, dag.go); a plain
+// list runs in sequence, each step after the one before it.
 func (rs *runState) execList(ctx context.Context, f *frame, list []*workflow.Step) (any, error) {
 	for _, s := range list {
 		if _, ok := f.steps[s.ID]; !ok {
 			f.steps[s.ID] = map[string]any{"status": "pending"}
 		}
+	}
+	if hasGraph(list) {
+		return rs.execDAG(ctx, f, list)
 	}
 	deps := make([][]string, len(list))
 	for i := range list {
@@ -71,7 +69,7 @@ func (rs *runState) execList(ctx context.Context, f *frame, list []*workflow.Ste
 			}
 		}
 		if next < 0 {
-			return nil, step.Permanent(fmt.Errorf("run_after cycle among the steps that have not run in scope %q", f.scope))
+			return nil, rs.cycleError(f)
 		}
 		if ctx.Err() != nil {
 			// Cancelled while the run goes on (a fail_fast sibling lane
@@ -102,6 +100,12 @@ func (rs *runState) execList(ctx context.Context, f *frame, list []*workflow.Ste
 		}
 	}
 	return last, nil
+}
+
+// cycleError: steps remain that can never start (validation rejects
+// run_after cycles, so only a definition built in Go gets here).
+func (rs *runState) cycleError(f *frame) error {
+	return step.Permanent(fmt.Errorf("run_after cycle among the steps that have not run in scope %q", f.scope))
 }
 
 func allDone(ids []string, done map[string]bool) bool {
