@@ -6,7 +6,6 @@ import (
 
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
-	"github.com/starflow/starflow/workflow"
 )
 
 // Revision choices of a resume.
@@ -81,7 +80,7 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts *ResumeOptions) 
 // compatible checks that every step the run completed exists in the
 // target revision with the same kind (SPEC §3).
 func (e *Engine) compatible(ctx context.Context, run *starflowtype.Run, cps []*starflowtype.Checkpoint, target *starflowtype.Definition) error {
-	def, err := workflow.Parse(target.Name, target.Spec, e.engine.ParseOptions())
+	def, err := e.engine.Definition(target)
 	if err != nil {
 		return fmt.Errorf("stored workflow %q: %w", target.Name, err)
 	}

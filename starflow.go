@@ -269,7 +269,7 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 	if err != nil {
 		return nil, fmt.Errorf("workflow %q: %w", name, err)
 	}
-	def, err := workflow.Parse(name, row.Spec, e.engine.ParseOptions())
+	def, err := e.engine.Definition(row)
 	if err != nil {
 		return nil, fmt.Errorf("stored workflow %q: %w", name, err)
 	}

@@ -174,13 +174,28 @@ func (e *Engine) definition(ctx context.Context, run *starflowtype.Run) (*workfl
 	if err != nil {
 		return nil, fmt.Errorf("load definition of run %s: %w", run.ID, err)
 	}
-	d, err = workflow.Parse(row.Name+"@"+shortRevision(row.Revision), row.Spec, e.ParseOptions())
+	return e.Definition(row)
+}
+
+// Definition parses a stored definition row, once per row id: rows are
+// immutable (a revision's spec never changes), so the parse is cached. A
+// row without an id (not stored) is parsed every time.
+func (e *Engine) Definition(row *starflowtype.Definition) (*workflow.Definition, error) {
+	e.mu.Lock()
+	d, ok := e.defs[row.ID]
+	e.mu.Unlock()
+	if ok && row.ID != "" {
+		return d, nil
+	}
+	d, err := workflow.Parse(row.Name+"@"+shortRevision(row.Revision), row.Spec, e.ParseOptions())
 	if err != nil {
 		return nil, fmt.Errorf("stored definition %s no longer parses: %w", row.Name, err)
 	}
-	e.mu.Lock()
-	e.defs[run.DefinitionID] = d
-	e.mu.Unlock()
+	if row.ID != "" {
+		e.mu.Lock()
+		e.defs[row.ID] = d
+		e.mu.Unlock()
+	}
 	return d, nil
 }
 
