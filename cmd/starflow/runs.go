@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -64,37 +65,29 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 		Short: "Show one run",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			store, err := g.openExistingStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			r, err := getRun(cmd, store, args[0])
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(r)
-			}
-			tw := newTable(os.Stdout)
-			rows := [][2]string{
-				{"id", r.ID}, {"workflow", r.WorkflowName}, {"revision", r.WorkflowRevision},
-				{"status", string(r.Status)}, {"claim_state", string(r.ClaimState)},
-				{"attempt", fmt.Sprintf("%d of %d", r.Attempt, r.MaxAttempts)}, {"recovery_mode", string(r.RecoveryMode)},
-				{"trigger", string(r.TriggerType)}, {"runner_pool", r.RunnerPool}, {"leased_by", r.LeasedBy},
-				{"lease_epoch", fmt.Sprint(r.LeaseEpoch)}, {"lease_until", fmtTime(r.LeaseUntil)},
-				{"created_at", fmtTime(r.CreatedAt)}, {"started_at", fmtTime(r.StartedAt)},
-				{"completed_at", fmtTime(r.CompletedAt)}, {"duration", runDuration(r)},
-				{"phase", r.Phase}, {"dead_lettered", fmt.Sprint(r.DeadLettered)},
-				{"input", string(r.Input)}, {"output", string(r.Output)}, {"error", r.Error},
-			}
-			for _, kv := range rows {
-				if kv[1] != "" {
-					tw.row(kv[0]+":", kv[1])
+			return withRun(cmd, g, args[0], func(ctx context.Context, store state.Adapter, r *starflowtype.Run) error {
+				if asJSON {
+					return printJSON(r)
 				}
-			}
-			return tw.flush()
+				tw := newTable(os.Stdout)
+				rows := [][2]string{
+					{"id", r.ID}, {"workflow", r.WorkflowName}, {"revision", r.WorkflowRevision},
+					{"status", string(r.Status)}, {"claim_state", string(r.ClaimState)},
+					{"attempt", fmt.Sprintf("%d of %d", r.Attempt, r.MaxAttempts)}, {"recovery_mode", string(r.RecoveryMode)},
+					{"trigger", string(r.TriggerType)}, {"runner_pool", r.RunnerPool}, {"leased_by", r.LeasedBy},
+					{"lease_epoch", fmt.Sprint(r.LeaseEpoch)}, {"lease_until", fmtTime(r.LeaseUntil)},
+					{"created_at", fmtTime(r.CreatedAt)}, {"started_at", fmtTime(r.StartedAt)},
+					{"completed_at", fmtTime(r.CompletedAt)}, {"duration", runDuration(r)},
+					{"phase", r.Phase}, {"dead_lettered", fmt.Sprint(r.DeadLettered)},
+					{"input", string(r.Input)}, {"output", string(r.Output)}, {"error", r.Error},
+				}
+				for _, kv := range rows {
+					if kv[1] != "" {
+						tw.row(kv[0]+":", kv[1])
+					}
+				}
+				return tw.flush()
+			})
 		},
 	}
 
@@ -104,45 +97,37 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 		Short: "Show a run's step ledger (workflow_steps) and checkpoint count",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			store, err := g.openExistingStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			r, err := getRun(cmd, store, args[0])
-			if err != nil {
-				return err
-			}
-			steps, err := store.ListSteps(ctx, &state.ListStepsParams{RunID: r.ID, Attempt: attempt})
-			if err != nil {
-				return err
-			}
-			cps, err := store.ListCheckpoints(ctx, &state.ListCheckpointsParams{RunID: r.ID, Attempt: attempt})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(map[string]any{"run": r, "steps": orEmptySlice(steps), "checkpoints": orEmptySlice(cps)})
-			}
-			fmt.Printf("run %s  %s  %s  attempt %d\n", r.ID, r.WorkflowName, r.Status, r.Attempt)
-			tw := newTable(os.Stdout, "ATTEMPT", "SCOPE", "STEP", "KIND", "STATUS", "TRIES", "DURATION", "ERROR")
-			succeeded := 0
-			for _, s := range steps {
-				scope := s.ScopePath
-				if scope == "" {
-					scope = "-"
+			return withRun(cmd, g, args[0], func(ctx context.Context, store state.Adapter, r *starflowtype.Run) error {
+				steps, err := store.ListSteps(ctx, &state.ListStepsParams{RunID: r.ID, Attempt: attempt})
+				if err != nil {
+					return err
 				}
-				tw.row(fmt.Sprint(s.Attempt), scope, s.StepID, s.Kind, string(s.Status), fmt.Sprint(s.Tries), fmtMS(s.DurationMS), short(s.Error, 60))
-				if s.Status == starflowtype.StepSucceeded {
-					succeeded++
+				cps, err := store.ListCheckpoints(ctx, &state.ListCheckpointsParams{RunID: r.ID, Attempt: attempt})
+				if err != nil {
+					return err
 				}
-			}
-			if err := tw.flush(); err != nil {
-				return err
-			}
-			fmt.Printf("checkpoints: %d (succeeded steps: %d)\n", len(cps), succeeded)
-			return nil
+				if asJSON {
+					return printJSON(map[string]any{"run": r, "steps": orEmptySlice(steps), "checkpoints": orEmptySlice(cps)})
+				}
+				fmt.Printf("run %s  %s  %s  attempt %d\n", r.ID, r.WorkflowName, r.Status, r.Attempt)
+				tw := newTable(os.Stdout, "ATTEMPT", "SCOPE", "STEP", "KIND", "STATUS", "TRIES", "DURATION", "ERROR")
+				succeeded := 0
+				for _, s := range steps {
+					scope := s.ScopePath
+					if scope == "" {
+						scope = "-"
+					}
+					tw.row(fmt.Sprint(s.Attempt), scope, s.StepID, s.Kind, string(s.Status), fmt.Sprint(s.Tries), fmtMS(s.DurationMS), short(s.Error, 60))
+					if s.Status == starflowtype.StepSucceeded {
+						succeeded++
+					}
+				}
+				if err := tw.flush(); err != nil {
+					return err
+				}
+				fmt.Printf("checkpoints: %d (succeeded steps: %d)\n", len(cps), succeeded)
+				return nil
+			})
 		},
 	}
 	ledger.Flags().IntVar(&attempt, "attempt", 0, "only this attempt (default: every attempt)")
@@ -153,28 +138,20 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 		Short: "Show a run's events (workflow_run_events) in order",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			store, err := g.openExistingStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			r, err := getRun(cmd, store, args[0])
-			if err != nil {
-				return err
-			}
-			evs, err := store.ListEvents(ctx, &state.ListEventsParams{RunID: r.ID, AfterID: after})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(orEmptySlice(evs))
-			}
-			tw := newTable(os.Stdout, "ID", "TIME", "ATTEMPT", "EVENT", "STEP", "SCOPE", "PAYLOAD")
-			for _, e := range evs {
-				tw.row(fmt.Sprint(e.ID), fmtTime(e.CreatedAt), fmt.Sprint(e.Attempt), string(e.Type), e.NodeID, e.ScopePath, short(string(e.Payload), 80))
-			}
-			return tw.flush()
+			return withRun(cmd, g, args[0], func(ctx context.Context, store state.Adapter, r *starflowtype.Run) error {
+				evs, err := store.ListEvents(ctx, &state.ListEventsParams{RunID: r.ID, AfterID: after})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(orEmptySlice(evs))
+				}
+				tw := newTable(os.Stdout, "ID", "TIME", "ATTEMPT", "EVENT", "STEP", "SCOPE", "PAYLOAD")
+				for _, e := range evs {
+					tw.row(fmt.Sprint(e.ID), fmtTime(e.CreatedAt), fmt.Sprint(e.Attempt), string(e.Type), e.NodeID, e.ScopePath, short(string(e.Payload), 80))
+				}
+				return tw.flush()
+			})
 		},
 	}
 	events.Flags().Int64Var(&after, "after", 0, "only events with an id greater than this")
@@ -182,6 +159,21 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 	cmd.AddCommand(list, show, ledger, events)
 	cmd.AddCommand(operatorCmds(g)...)
 	return cmd
+}
+
+// withRun opens the store (which must exist), reads run id and calls fn.
+func withRun(cmd *cobra.Command, g *globalFlags, id string, fn func(ctx context.Context, store state.Adapter, r *starflowtype.Run) error) error {
+	ctx := cmd.Context()
+	store, err := g.openExistingStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	r, err := getRun(cmd, store, id)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, store, r)
 }
 
 // getRun reads a run, turning "not found" into a clear sentence.
