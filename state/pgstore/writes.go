@@ -182,7 +182,7 @@ func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflo
 		}
 		t.ch.RunID, t.ch.Run = r.ID, r
 		m := runMeta{workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt}
-		payload, _ := json.Marshal(map[string]any{"runner_id": p.RunnerID})
+		payload, _ := json.Marshal(map[string]any{"runner_id": p.RunnerID, "lease_epoch": r.LeaseEpoch})
 		return t.event(ctx, m, r.ID, 0, starflowtype.EventRunClaimed, "", "", payload)
 	})
 	if err != nil {

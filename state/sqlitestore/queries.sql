@@ -55,7 +55,7 @@ UPDATE workflow_runs
           AND (?4 = '' OR workspace_id = ?4)
         ORDER BY priority DESC, available_at, created_at
         LIMIT 1)
-RETURNING id;
+RETURNING id, lease_epoch;
 
 -- name: claim_run_id
 -- claim_run limited to one run.
@@ -72,7 +72,7 @@ UPDATE workflow_runs
    AND available_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now')
    AND (runner_pool IS NULL OR runner_pool IN (SELECT value FROM json_each(?3)))
    AND (?4 = '' OR workspace_id = ?4)
-RETURNING id;
+RETURNING id, lease_epoch;
 
 -- name: run_start
 UPDATE workflow_runs

@@ -241,7 +241,8 @@ func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflo
 		if p.RunID != "" {
 			query, args = "claim_run_id", append(args, p.RunID)
 		}
-		err := t.queryRow(ctx, query, args...).Scan(&id)
+		var epoch int64
+		err := t.queryRow(ctx, query, args...).Scan(&id, &epoch)
 		if errors.Is(err, sql.ErrNoRows) {
 			t.idle = true
 			return nil
@@ -254,7 +255,7 @@ func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflo
 		if err := t.queryRow(ctx, "run_meta", id).Scan(&m.workspace, &m.env, &m.attempt); err != nil {
 			return translate(err)
 		}
-		payload, _ := json.Marshal(map[string]any{"runner_id": p.RunnerID})
+		payload, _ := json.Marshal(map[string]any{"runner_id": p.RunnerID, "lease_epoch": epoch})
 		return t.event(ctx, m, id, 0, starflowtype.EventRunClaimed, "", "", payload)
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package statetest
 
 import (
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -175,6 +176,17 @@ func (s *suite) testClaimByID(t *testing.T) {
 	}
 	if r := claim(low.ID); r == nil || r.ID != low.ID || r.LeaseEpoch != 1 {
 		t.Fatalf("claim by id returned %+v, want run %s", r, low.ID)
+	}
+	var claimed map[string]any
+	for _, e := range h.events(low.ID) {
+		if e.Type == starflowtype.EventRunClaimed {
+			if err := json.Unmarshal(e.Payload, &claimed); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if claimed["runner_id"] != runnerA || claimed["lease_epoch"] != float64(1) {
+		t.Fatalf("run_claimed payload %v, want the runner and lease_epoch 1", claimed)
 	}
 	if r := claim(low.ID); r != nil {
 		t.Fatalf("a claimed run was claimed again: %+v", r)
