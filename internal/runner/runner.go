@@ -244,6 +244,7 @@ func (r *Runner) loop(ctx context.Context) {
 		}
 		// The claim is not cut off by Stop: a claim that committed must be
 		// seen, so its run is executed or released, never left claimed.
+		claimStart := time.Now() // the lease runs from no earlier than this
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LeaseTTL)
 		run, err := r.store.ClaimRun(cctx, &state.ClaimRunParams{RunnerID: r.cfg.ID, Pools: r.cfg.Pools, LeaseTTL: r.cfg.LeaseTTL, WorkspaceID: r.cfg.Workspace, RunID: r.cfg.OnlyRun})
 		ccancel()
@@ -269,13 +270,13 @@ func (r *Runner) loop(ctx context.Context) {
 		r.runs.Add(1)
 		go func() {
 			defer func() { <-slots; r.runs.Done() }()
-			r.execute(rctx, cancel, run)
+			r.execute(rctx, cancel, run, claimStart)
 		}()
 	}
 }
 
 // execute runs one claimed run under its lease.
-func (r *Runner) execute(ctx context.Context, cancel context.CancelCauseFunc, run *starflowtype.Run) {
+func (r *Runner) execute(ctx context.Context, cancel context.CancelCauseFunc, run *starflowtype.Run, claimStart time.Time) {
 	lease := run.Lease()
 	log := r.cfg.Logger.With("run_id", run.ID, "lease_epoch", lease.Epoch)
 	defer cancel(nil)
@@ -312,7 +313,7 @@ func (r *Runner) execute(ctx context.Context, cancel context.CancelCauseFunc, ru
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
-		r.heartbeat(ctx, cancel, run.ID, lease, log)
+		r.heartbeat(ctx, cancel, run.ID, lease, claimStart, log)
 	}()
 	outcome, err = r.engine.Execute(ctx, started, lease)
 	cancel(nil)
@@ -324,24 +325,42 @@ func (r *Runner) execute(ctx context.Context, cancel context.CancelCauseFunc, ru
 }
 
 // heartbeat refreshes the lease every Heartbeat. When the store says the
-// lease is lost, or no refresh succeeds within the TTL, it cancels the
-// run's context with ErrLeaseLost so the engine writes nothing more.
-func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, runID string, lease starflowtype.Lease, log *slog.Logger) {
+// lease is lost, or the lease would expire (TTL after the start of the last
+// successful claim or refresh, less a tenth of the TTL) before a refresh
+// succeeds, it cancels the run's context with ErrLeaseLost so the engine
+// stops at once and writes nothing more.
+func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, runID string, lease starflowtype.Lease, validFrom time.Time, log *slog.Logger) {
 	t := time.NewTicker(r.cfg.Heartbeat)
 	defer t.Stop()
-	lastOK := time.Now()
+	// The lease the database holds ends TTL after the start of the last
+	// successful claim or refresh (its statement ran no earlier than that).
+	// The run is cancelled a margin before then, whatever the heartbeat is
+	// doing (a refresh may hang up to its own timeout), so that no step
+	// keeps working — calling services — once another runner could have
+	// claimed the run.
+	margin := r.cfg.LeaseTTL / 10
+	expired := func() {
+		log.Warn("lease not renewed in time; stopping run before it expires")
+		cancel(fmt.Errorf("lease not renewed within %s: %w", r.cfg.LeaseTTL, starflowtype.ErrLeaseLost))
+	}
+	expiry := time.AfterFunc(time.Until(validFrom.Add(r.cfg.LeaseTTL-margin)), expired)
+	defer expiry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		start := time.Now()
 		hctx, hcancel := context.WithTimeout(ctx, r.cfg.LeaseTTL/heartbeatTimeoutFraction)
 		_, err := r.store.RefreshLease(hctx, &state.RefreshLeaseParams{RunID: runID, Lease: lease, LeaseTTL: r.cfg.LeaseTTL})
 		hcancel()
 		switch {
 		case err == nil:
-			lastOK = time.Now()
+			if !expiry.Stop() {
+				return // the deadline already passed and cancelled the run
+			}
+			expiry.Reset(time.Until(start.Add(r.cfg.LeaseTTL - margin)))
 		case errors.Is(err, starflowtype.ErrLeaseLost):
 			log.Warn("lease lost; cancelling run", "error", err)
 			cancel(starflowtype.ErrLeaseLost)
@@ -350,11 +369,6 @@ func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 			return
 		default:
 			log.Warn("heartbeat failed", "error", err)
-			if time.Since(lastOK) >= r.cfg.LeaseTTL {
-				log.Warn("lease not renewed within its TTL; stopping run")
-				cancel(fmt.Errorf("lease not renewed within %s: %w", r.cfg.LeaseTTL, starflowtype.ErrLeaseLost))
-				return
-			}
 		}
 	}
 }
