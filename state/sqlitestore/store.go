@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/pressly/goose/v3"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/starflow/starflow/internal/sqlq"
 	"github.com/starflow/starflow/state"
@@ -139,7 +140,7 @@ func Open(cfg Config) (*Store, error) {
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
-	if err := w.Ping(); err != nil {
+	if err := ping(w, cfg.BusyTimeout); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", cfg.Path, err)
 	}
@@ -150,6 +151,22 @@ func Open(cfg Config) (*Store, error) {
 	}
 	r.SetMaxOpenConns(cfg.ReadConns)
 	return &Store{cfg: cfg, write: w, read: r}, nil
+}
+
+// ping opens the first connection. Switching a new file to WAL takes a
+// lock for which SQLite does not wait (SQLITE_BUSY at once when another
+// process opens the same new file at that moment), so a busy ping is tried
+// again until busyTimeout.
+func ping(db *sql.DB, busyTimeout time.Duration) error {
+	deadline := time.Now().Add(busyTimeout)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		err := db.Ping()
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(wait)
+	}
 }
 
 // Capabilities implements state.Adapter.
