@@ -132,6 +132,7 @@ func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
 // gracefully.
 func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cfg starflow.Config) error {
 	ctx := cmd.Context()
+	g.leaseTTL = f.leaseTTL
 	store, err := g.openStore(ctx)
 	if err != nil {
 		return err

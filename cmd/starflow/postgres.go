@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/state/pgstore"
@@ -12,7 +13,7 @@ import (
 // openPostgres opens and migrates a PostgreSQL store. A `schema` query
 // parameter (not a PostgreSQL one) selects the schema Starflow's tables
 // live in; it is removed before connecting.
-func openPostgres(ctx context.Context, raw string) (state.Adapter, error) {
+func openPostgres(ctx context.Context, raw string, leaseTTL time.Duration) (state.Adapter, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store URL %q: %w", redactURL(raw), err)
@@ -21,7 +22,13 @@ func openPostgres(ctx context.Context, raw string) (state.Adapter, error) {
 	schema := q.Get("schema")
 	q.Del("schema")
 	u.RawQuery = q.Encode()
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: u.String(), Schema: schema})
+	cfg := pgstore.Config{URL: u.String(), Schema: schema}
+	if leaseTTL > 0 {
+		// A frozen runner's open transaction must end before its lease
+		// does, so its row locks never outlive it.
+		cfg.IdleInTransactionTimeout = leaseTTL * 2 / 3
+	}
+	s, err := pgstore.Open(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open PostgreSQL store %s: %w", redactURL(raw), err)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,6 +28,10 @@ type globalFlags struct {
 	store   string
 	db      string
 	verbose bool
+	// leaseTTL is the runner's lease TTL when the command runs a runner;
+	// PostgreSQL connections then end transactions idle for longer than
+	// two thirds of it (SPEC §5: below the TTL).
+	leaseTTL time.Duration
 }
 
 func newRootCmd() *cobra.Command {
@@ -78,7 +83,7 @@ func (g *globalFlags) openExistingStore(ctx context.Context) (state.Adapter, err
 func (g *globalFlags) openStore(ctx context.Context) (state.Adapter, error) {
 	url := g.storeURL()
 	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
-		return openPostgres(ctx, url)
+		return openPostgres(ctx, url, g.leaseTTL)
 	}
 	path, ok := strings.CutPrefix(url, "sqlite://")
 	if !ok {
