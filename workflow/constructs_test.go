@@ -269,38 +269,6 @@ func TestLoopVariables(t *testing.T) {
 	}
 }
 
-func TestRenameLoopVars(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		in   string
-		bare bool
-		want string
-	}{
-		{"order.n > 1 && x.order == order", true, "item.n > 1 && x.order == item"},
-		{"order('x') + order . n", true, "order('x') + item . n"},
-		{`"order" + 'order' + """order""" + r'order\' + order`, true, `"order" + 'order' + """order""" + r'order\' + item`},
-		{"order // order\n+ order", true, "item // order\n+ item"},
-		{"ordered + order1 + _order + 1order", true, "ordered + order1 + _order + 1order"},
-		{"order ${{ order }} order ${{ {'order': order} }}", false, "order ${{ item }} order ${{ {'order': item} }}"},
-		{"it's ${{ order.n }}", false, "it's ${{ item.n }}"},
-		{"${{ order.n", false, "${{ order.n"},
-	} {
-		got, back := renameLoopVars(c.in, []string{"order"}, c.bare)
-		if got != c.want {
-			t.Errorf("renameLoopVars(%q) = %q, want %q", c.in, got, c.want)
-		}
-		_ = back
-	}
-	got, back := renameLoopVars("${{ order }} ${{ x + }}", []string{"order"}, false)
-	if i := strings.LastIndex(got, "${{"); back(i) != 13 {
-		t.Errorf("back(%d) = %d in %q", i, back(i), got)
-	}
-	if back(0) != 0 || back(4) != 4 {
-		t.Error("back before the edit")
-	}
-}
-
-// TestSchemaConstructs: problems the schema sees as well as Parse.
 func TestSchemaConstructs(t *testing.T) {
 	t.Parallel()
 	sch := compileSchema(t)

@@ -418,12 +418,12 @@ func (d *decoder) expression(n *vnode, field string, boolOK bool) any {
 	case n.kind == vBool && boolOK:
 		return n.b
 	case n.kind == vString:
-		tpl, checked, err := d.compile(n.s, true)
+		tpl, err := d.compile(n.s, true)
 		if err != nil {
 			d.exprError(n, field, err)
 			return nil
 		}
-		if expr.HasExpr(n.s) && !singleExpr(checked, tpl) {
+		if expr.HasExpr(n.s) && !singleExpr(n.s, tpl) {
 			d.errorf(n.pos, "%s must be one expression: bare CEL, or exactly one ${{ }} with nothing around it", field)
 			return nil
 		}
@@ -641,7 +641,7 @@ func (d *decoder) checkExprs(n *vnode, field string) {
 		if !expr.HasExpr(n.s) {
 			return
 		}
-		if _, _, err := d.compile(n.s, false); err != nil {
+		if _, err := d.compile(n.s, false); err != nil {
 			d.exprError(n, field, err)
 		}
 	case vList:
