@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
+	"github.com/starflow/starflow/internal/pgtest"
 	"testing"
 	"time"
 
@@ -18,17 +18,12 @@ import (
 // thirds of the lease TTL (SPEC §5: below the TTL).
 func TestRunnerConnectionsEndIdleTransactionsBeforeTheLease(t *testing.T) {
 	t.Parallel()
-	url := os.Getenv("STARFLOW_TEST_PG_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
+	pgtest.Require(t)
+	url := pgtest.URL()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL unreachable under CI: %v", err)
-		}
-		t.Skipf("PostgreSQL unreachable: %v", err)
+		t.Fatal(err)
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/starflow/starflow/internal/pgtest"
 	"io"
 	"log/slog"
 	"net/url"
@@ -78,49 +79,15 @@ func withoutRace(goflags string) string {
 
 // pgURL is STARFLOW_TEST_PG_URL, or the development machines' and CI's
 // local database.
-func pgURL() string {
-	if u := os.Getenv("STARFLOW_TEST_PG_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
+func pgURL() string { return pgtest.URL() }
 
-var (
-	reachOnce sync.Once
-	reachErr  error
-)
-
-// requirePG skips t when PostgreSQL cannot be reached, or fails it when
-// the CI variable is set: CI must never pass by skipping these tests.
+// requirePG skips t without PostgreSQL, or fails it under CI.
 func requirePG(t *testing.T) {
 	t.Helper()
-	reachOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, pgURL())
-		if err != nil {
-			reachErr = err
-			return
-		}
-		reachErr = conn.Ping(ctx)
-		_ = conn.Close(ctx)
-	})
-	if reachErr == nil {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("PostgreSQL at %s is not reachable and CI is set, so the crash tests may not be skipped: %v", redacted(pgURL()), reachErr)
-	}
-	t.Skipf("PostgreSQL at %s is not reachable (%v); set STARFLOW_TEST_PG_URL to run the crash tests", redacted(pgURL()), reachErr)
+	pgtest.Require(t)
 }
 
-func redacted(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" {
-		return "STARFLOW_TEST_PG_URL"
-	}
-	return u.Redacted()
-}
+func redacted(s string) string { return pgtest.Redacted(s) }
 
 // cluster is one test's deployment: a schema of its own, the store the
 // test reads and enqueues through, and the processes it started.

@@ -5,8 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"net/url"
-	"os"
+	"github.com/starflow/starflow/internal/pgtest"
 	"sync"
 	"testing"
 	"time"
@@ -22,54 +21,17 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// defaultURL is the database of the development machines and CI.
-const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+// testURL is the PostgreSQL of the tests (pgtest.URL).
+func testURL() string { return pgtest.URL() }
 
-// testURL is STARFLOW_TEST_PG_URL, or defaultURL.
-func testURL() string {
-	if u := os.Getenv("STARFLOW_TEST_PG_URL"); u != "" {
-		return u
-	}
-	return defaultURL
-}
-
-var (
-	reachOnce sync.Once
-	reachErr  error
-)
-
-// requireDB skips t when PostgreSQL cannot be reached, or fails it when the
-// CI variable is set: CI must never pass by skipping the PostgreSQL tests.
+// requireDB skips t without PostgreSQL, or fails it under CI.
 func requireDB(t testing.TB) {
 	t.Helper()
-	reachOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, testURL())
-		if err != nil {
-			reachErr = err
-			return
-		}
-		reachErr = conn.Ping(ctx)
-		_ = conn.Close(ctx)
-	})
-	if reachErr == nil {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("PostgreSQL at %s is not reachable and CI is set, so the PostgreSQL tests may not be skipped: %v", redacted(testURL()), reachErr)
-	}
-	t.Skipf("PostgreSQL at %s is not reachable (%v); set STARFLOW_TEST_PG_URL to run the pgstore tests", redacted(testURL()), reachErr)
+	pgtest.Require(t)
 }
 
 // redacted is a URL with its password masked, for messages.
-func redacted(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" {
-		return "STARFLOW_TEST_PG_URL"
-	}
-	return u.Redacted()
-}
+func redacted(s string) string { return pgtest.Redacted(s) }
 
 // adminExec runs sql on a connection of its own.
 func adminExec(t testing.TB, sql string, args ...any) {
