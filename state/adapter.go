@@ -145,6 +145,9 @@ type Adapter interface {
 	ListEvents(ctx context.Context, p *ListEventsParams) ([]*starflowtype.Event, error)
 	// ListCheckpoints lists a run's checkpoints in creation order.
 	ListCheckpoints(ctx context.Context, p *ListCheckpointsParams) ([]*starflowtype.Checkpoint, error)
+
+	// Waiter: durable waits, wakes, session variables, wake keys.
+	Waiter
 }
 
 // Capabilities are the optional abilities of an adapter.

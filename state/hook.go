@@ -46,6 +46,12 @@ type Change struct {
 	Runs   []*starflowtype.Run
 	Steps  []*starflowtype.Step
 	Events []*starflowtype.Event
+	// SessionVars are the session variables the write upserted (SessionSet)
+	// or removed (a run's end drops its own; DeleteExpiredSessionVars);
+	// a removed one has a nil Value.
+	SessionVars []*starflowtype.SessionVar
+	// Waits are the workflow_waits rows the write inserted or changed.
+	Waits []*starflowtype.Wait
 }
 
 // TxHook runs inside every write transaction of an adapter that wrote

@@ -13,7 +13,9 @@ import (
 
 // Store is the no-op adapter. The zero value is ready to use and safe for
 // concurrent use.
-type Store struct{}
+type Store struct {
+	state.UnimplementedWaiter // TODO(issue 5): replaced by the real implementation
+}
 
 var _ state.Adapter = (*Store)(nil)
 

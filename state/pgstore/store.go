@@ -149,10 +149,11 @@ func (c Config) Validate() error {
 
 // Store is the PostgreSQL adapter. It is safe for concurrent use.
 type Store struct {
-	cfg     Config
-	pool    *pgxpool.Pool
-	channel string
-	close   sync.Once
+	state.UnimplementedWaiter // TODO(issue 5): replaced by the real implementation
+	cfg                       Config
+	pool                      *pgxpool.Pool
+	channel                   string
+	close                     sync.Once
 }
 
 var _ state.Adapter = (*Store)(nil)

@@ -103,9 +103,10 @@ func (c Config) Validate() error {
 
 // Store is the SQLite adapter. It is safe for concurrent use.
 type Store struct {
-	cfg   Config
-	write *sql.DB // exactly one connection: the single writer
-	read  *sql.DB
+	state.UnimplementedWaiter // TODO(issue 5): replaced by the real implementation
+	cfg                       Config
+	write                     *sql.DB // exactly one connection: the single writer
+	read                      *sql.DB
 	// stmts are the queries of queries.sql prepared on the writer,
 	// lazily at the first write (the tables must exist by then).
 	mu    sync.Mutex

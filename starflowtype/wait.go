@@ -1,0 +1,101 @@
+package starflowtype
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// WaitKind is what a durable wait waits for (workflow_waits.kind).
+type WaitKind string
+
+// Wait kinds (SPEC §2 `wait`, `workflow_call`).
+const (
+	WaitSignal   WaitKind = "signal"   // an external event, by name (and correlation key)
+	WaitTimer    WaitKind = "timer"    // a deadline (timer: DURATION or until: TIMESTAMP)
+	WaitApproval WaitKind = "approval" // a human decision
+	WaitChild    WaitKind = "child"    // a child run's end (workflow_call)
+)
+
+// WaitStatus is the state of a workflow_waits row.
+type WaitStatus string
+
+// Wait statuses.
+const (
+	WaitPending   WaitStatus = "pending"
+	WaitWoken     WaitStatus = "woken"
+	WaitTimedOut  WaitStatus = "timed_out"
+	WaitCancelled WaitStatus = "cancelled"
+)
+
+// ChildSignal is the workflow_wake_inbox.signal of a child run's end
+// delivered to its parent before the parent's wait was registered; the
+// inbox row's correlation_key is the child's run id.
+const ChildSignal = "starflow.child"
+
+// Wait is one row of workflow_waits: one durable wait of one step instance
+// within one attempt. TokenHash is the hex sha256 of the wake token (the
+// token itself is never stored). WakeAt is the timer deadline (zero when
+// none), ExpiresAt the wait's timeout (zero when none). Payload is the wake
+// payload once woken ({"timed_out": true} when timed out).
+type Wait struct {
+	ID             string          `json:"id"`
+	RunID          string          `json:"run_id"`
+	WorkspaceID    string          `json:"workspace_id"`
+	Attempt        int             `json:"attempt"`
+	ScopePath      string          `json:"scope_path"`
+	StepID         string          `json:"step_id"`
+	Kind           WaitKind        `json:"kind"`
+	Signal         string          `json:"signal,omitempty"`
+	CorrelationKey string          `json:"correlation_key,omitempty"`
+	TokenHash      string          `json:"token_hash,omitempty"`
+	KeyID          string          `json:"key_id,omitempty"`
+	WakeAt         time.Time       `json:"wake_at,omitzero"`
+	ExpiresAt      time.Time       `json:"expires_at,omitzero"`
+	Status         WaitStatus      `json:"status"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	// Notify is the wait's `notify` request ({url, headers, body}, rendered),
+	// delivered once the wait is registered; nil when none.
+	Notify      json.RawMessage `json:"notify,omitempty"`
+	NotifiedAt  time.Time       `json:"notified_at,omitzero"`
+	NotifyTries int             `json:"notify_tries,omitempty"`
+	CreatedAt   time.Time       `json:"created_at"`
+	ConsumedAt  time.Time       `json:"consumed_at,omitzero"`
+}
+
+// InboxEntry is one row of workflow_wake_inbox: a wake that arrived before
+// its wait existed. RunID is empty when it is addressed by correlation key.
+type InboxEntry struct {
+	ID             string          `json:"id"`
+	WorkspaceID    string          `json:"workspace_id"`
+	RunID          string          `json:"run_id,omitempty"`
+	Signal         string          `json:"signal"`
+	CorrelationKey string          `json:"correlation_key,omitempty"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	ConsumedAt     time.Time       `json:"consumed_at,omitzero"`
+}
+
+// SessionVar is one row of workflow_session_vars. KeepUntil zero means the
+// value is dropped when OriginRunID ends.
+type SessionVar struct {
+	WorkspaceID string          `json:"workspace_id"`
+	SessionID   string          `json:"session_id"`
+	Key         string          `json:"key"`
+	Value       json.RawMessage `json:"value"`
+	OriginRunID string          `json:"origin_run_id,omitempty"`
+	KeepUntil   time.Time       `json:"keep_until,omitzero"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+}
+
+// Wake errors. The HTTP API maps ErrTokenInvalid to 401 and ErrWaitClosed
+// to 410 (SPEC §6).
+var (
+	// ErrTokenInvalid: a wake token that does not verify (forged, malformed,
+	// signed by an unknown key, or naming another run than the one asked
+	// for). Nothing changed.
+	ErrTokenInvalid = errors.New("wake token invalid")
+	// ErrWaitClosed: the wait is no longer pending (already woken, timed
+	// out, cancelled) or its token expired. Nothing changed.
+	ErrWaitClosed = errors.New("wait closed")
+)

@@ -1,0 +1,303 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/starflow/starflow/starflowtype"
+)
+
+// Waiter is the part of Adapter behind durable waits, wakes, session
+// variables and wake keys (SPEC §6, seed 000 "The wait/wake ordering
+// invariant"). The engine enters a durable wait with three fenced writes,
+// in this order, each its own transaction (the commit boundaries the
+// fault-injection tests pause at):
+//
+//  1. OnRunPaused: status paused, the step row waiting, the context
+//     snapshot (checkpoint_json), phase, run_paused. The lease is still
+//     held (claim_state stays running), so a runner that dies here is
+//     swept like any other and the run is retried.
+//  2. RegisterWait: the workflow_waits row (pending) and, in the same
+//     transaction, the oldest matching unconsumed inbox entry is consumed
+//     (the wait becomes woken with its payload at once).
+//  3. ParkRun: the lease is released; claim_state parked, or queued when a
+//     wait of the run's current attempt is already woken or timed out.
+//
+// Only after 2 does anything outside learn of the wait (token, notify).
+//
+// Wakes (WakeWait, Signal, FireDueWaits, a child run's end) each complete
+// the wait and re-queue a parked run in one transaction; a wake that finds
+// the run still held by its runner (between 2 and 3) only completes the
+// wait, and ParkRun then queues the run instead of parking it. Wakes lock
+// the run row first (PostgreSQL: SELECT … FOR UPDATE) and ParkRun does
+// too, so the two serialise.
+//
+// A run's end (OnRunComplete, OnRunError without retry, OnRunCancelled,
+// CancelRun, a sweep that dead-letters) also, in its own transaction:
+// drops the session variables the run wrote without keep_until; cancels
+// its pending waits; and, when the run has a parent_run_id, delivers
+// {"run_id", "status", "output", "error"} to the parent: the parent's
+// pending child wait whose correlation_key is this run's id is woken
+// (and the parent re-queued when parked), or else an inbox row (run_id
+// parent, signal starflowtype.ChildSignal, correlation_key child id) is
+// written. CancelRun also cancels the run's non-terminal children
+// (recursively). The sweep cancels the pending waits of the attempt it
+// interrupts.
+type Waiter interface {
+	// OnRunPaused is commit boundary 1 (seed: onRunPaused + saveCheckpoint
+	// + recordPhaseIfChanged, one transaction, fenced): status paused,
+	// workflow_steps row (StepKey) status waiting, checkpoint_json =
+	// Snapshot, phase = Phase (a phase event when it changed), run_paused
+	// event with {scope_path, step_id, kind}.
+	OnRunPaused(ctx context.Context, p *RunPausedParams) error
+	// RegisterWait is commit boundary 2 (fenced). It inserts the pending
+	// workflow_waits row for the step instance, or returns the existing
+	// row of that (run, attempt, scope, step) unchanged (a re-entered wait
+	// after a crash does not register twice). For kinds signal, approval
+	// and child it then consumes the oldest unconsumed matching inbox
+	// entry (run_id = RunID and signal = Signal, or run_id NULL and
+	// signal = Signal and correlation_key = CorrelationKey; for child:
+	// run_id = RunID, signal ChildSignal, correlation_key = child id):
+	// the wait becomes woken with the entry's payload, consumed_at set,
+	// and wake_received is appended. Returns the row as stored.
+	RegisterWait(ctx context.Context, p *RegisterWaitParams) (*starflowtype.Wait, error)
+	// ParkRun is commit boundary 3 (fenced): leased_by/lease_until cleared;
+	// claim_state queued (available now) when a wait of the current
+	// attempt is woken or timed out and not yet resumed, else parked.
+	// Returns the run as written.
+	ParkRun(ctx context.Context, p *ParkRunParams) (*starflowtype.Run, error)
+	// GetWait reads one wait by ID, or by (RunID, Attempt, ScopePath,
+	// StepID). ErrNotFound when absent.
+	GetWait(ctx context.Context, p *GetWaitParams) (*starflowtype.Wait, error)
+	// ListWaits lists waits, oldest first.
+	ListWaits(ctx context.Context, p *ListWaitsParams) ([]*starflowtype.Wait, error)
+
+	// WakeWait wakes one wait by id with a verified token (the caller
+	// checked the HMAC and expiry; the store checks TokenHash and that the
+	// wait is pending), in one transaction: wait woken (payload,
+	// consumed_at), wake_received event, parked run re-queued. ErrNotFound
+	// when no wait has that id and token hash (and RunID, when set);
+	// starflowtype.ErrWaitClosed when it is not pending. Nothing changes
+	// on error. Exactly one of many concurrent calls succeeds.
+	WakeWait(ctx context.Context, p *WakeWaitParams) (*starflowtype.Wait, error)
+	// Signal delivers a named signal: to the oldest pending signal or
+	// approval wait matching (RunID and Signal, or Signal and
+	// CorrelationKey), woken as WakeWait does; when none matches, an inbox
+	// row is written for the wait to consume when it registers.
+	// ErrNotFound when RunID is set and the run does not exist;
+	// ErrConflict when that run has ended.
+	Signal(ctx context.Context, p *SignalParams) (*SignalResult, error)
+	// FireDueWaits is the durable timer poller: pending waits whose wake_at
+	// (timer) is at or before the database's now become woken with payload
+	// {"fired_at": …}; those whose expires_at (timeout) passed become
+	// timed_out with payload {"timed_out": true}; each with a
+	// wake_received event and its parked run re-queued, one transaction
+	// per wait. Returns the waits changed.
+	FireDueWaits(ctx context.Context, p *FireDueWaitsParams) ([]*starflowtype.Wait, error)
+	// PendingNotifies lists registered waits with a notify request not
+	// yet delivered (notified_at NULL, status pending) whose next try is
+	// due (database clock), oldest first.
+	PendingNotifies(ctx context.Context, p *PendingNotifiesParams) ([]*starflowtype.Wait, error)
+	// MarkNotified records a notify try: delivered (notified_at = now) or
+	// failed (notify_tries + 1, next try at now + RetryIn).
+	MarkNotified(ctx context.Context, p *MarkNotifiedParams) error
+
+	// SessionGet reads one session variable. ErrNotFound when absent or
+	// expired (keep_until passed).
+	SessionGet(ctx context.Context, p *SessionGetParams) (*starflowtype.SessionVar, error)
+	// SessionSet upserts one session variable (fenced by the writing
+	// run's lease): value_json, origin_run_id = RunID, keep_until,
+	// updated_at.
+	SessionSet(ctx context.Context, p *SessionSetParams) (*starflowtype.SessionVar, error)
+	// DeleteExpiredSessionVars is the session GC: removes variables whose
+	// keep_until is before the database's now. Returns how many.
+	DeleteExpiredSessionVars(ctx context.Context, p *DeleteExpiredSessionVarsParams) (int64, error)
+
+	// WakeKeys lists the stored wake-token signing keys, newest first.
+	WakeKeys(ctx context.Context) ([]WakeKey, error)
+	// AddWakeKey stores a signing key; storing an existing ID is a no-op
+	// (returns the stored key), so concurrent first starts agree on one.
+	AddWakeKey(ctx context.Context, k WakeKey) (WakeKey, error)
+}
+
+// WakeKey is an HMAC-SHA256 key for wake tokens, stored in the cold store
+// when none is configured (STARFLOW_WAKE_KEYS takes precedence).
+type WakeKey struct {
+	ID        string
+	Secret    []byte // 32 bytes
+	CreatedAt time.Time
+}
+
+// ErrNotImplemented is returned by adapters for operations they do not
+// support yet.
+var ErrNotImplemented = errors.New("not implemented by this adapter")
+
+// RunPausedParams is commit boundary 1 of a durable wait.
+type RunPausedParams struct {
+	StepKey
+	Lease    starflowtype.Lease
+	Kind     string          // the step's kind ("wait", "workflow_call")
+	Snapshot json.RawMessage // the full context (masked), stored in checkpoint_json
+	Phase    string          // "" = unchanged
+	Payload  json.RawMessage // run_paused payload extras, may be nil
+}
+
+// RegisterWaitParams is commit boundary 2 of a durable wait.
+type RegisterWaitParams struct {
+	StepKey
+	Lease          starflowtype.Lease
+	ID             string // uuid; generated when empty
+	WorkspaceID    string
+	Kind           starflowtype.WaitKind
+	Signal         string
+	CorrelationKey string
+	TokenHash      string // hex sha256 of the token; "" for none
+	KeyID          string
+	// WakeAt is the timer deadline as an offset from the database's now
+	// (timer: 10m) — or an absolute time (until:), exactly one set when
+	// the wait has a timer.
+	WakeIn time.Duration
+	WakeAt time.Time
+	// ExpiresIn is the wait's timeout from the database's now (0 = none);
+	// ExpiresAt, when set, is used instead.
+	ExpiresIn time.Duration
+	ExpiresAt time.Time
+	Notify    json.RawMessage // rendered notify request, nil when none
+}
+
+// ParkRunParams is commit boundary 3 of a durable wait.
+type ParkRunParams struct {
+	RunID string
+	Lease starflowtype.Lease
+}
+
+// GetWaitParams finds one wait by ID or by step instance.
+type GetWaitParams struct {
+	ID string
+	StepKey
+}
+
+// ListWaitsParams filters a wait listing; zero values mean any.
+type ListWaitsParams struct {
+	RunID  string
+	Status []starflowtype.WaitStatus
+	Limit  int // default 100
+}
+
+// WakeWaitParams wakes one wait by token.
+type WakeWaitParams struct {
+	WaitID    string
+	TokenHash string
+	RunID     string // when set, the wait must belong to this run
+	Payload   json.RawMessage
+}
+
+// SignalParams delivers a named signal. Exactly one of RunID and
+// CorrelationKey addresses it (both may be set: the run's wait with that
+// key).
+type SignalParams struct {
+	WorkspaceID    string
+	RunID          string
+	Signal         string
+	CorrelationKey string
+	Payload        json.RawMessage
+}
+
+// SignalResult says where a signal went: the wait it woke, or the inbox
+// row that holds it until a wait registers.
+type SignalResult struct {
+	Wait  *starflowtype.Wait       // nil when it went to the inbox
+	Inbox *starflowtype.InboxEntry // nil when it woke a wait
+}
+
+// FireDueWaitsParams bounds one poller pass.
+type FireDueWaitsParams struct {
+	Limit int // default 500
+}
+
+// PendingNotifiesParams bounds one notify pass.
+type PendingNotifiesParams struct {
+	Limit int // default 100
+}
+
+// MarkNotifiedParams records one notify try.
+type MarkNotifiedParams struct {
+	WaitID    string
+	Delivered bool
+	RetryIn   time.Duration // when not delivered
+}
+
+// SessionGetParams reads one session variable.
+type SessionGetParams struct {
+	WorkspaceID string
+	SessionID   string
+	Key         string
+}
+
+// SessionSetParams writes one session variable.
+type SessionSetParams struct {
+	WorkspaceID string
+	SessionID   string
+	Key         string
+	Value       json.RawMessage
+	RunID       string // origin run (whose lease fences the write)
+	Lease       starflowtype.Lease
+	KeepUntil   time.Time // zero: dropped when the run ends
+}
+
+// DeleteExpiredSessionVarsParams bounds one GC pass.
+type DeleteExpiredSessionVarsParams struct {
+	Limit int // default 1000
+}
+
+// UnimplementedWaiter implements Waiter with ErrNotImplemented; adapters
+// embed it until they implement waits.
+type UnimplementedWaiter struct{}
+
+func (UnimplementedWaiter) OnRunPaused(context.Context, *RunPausedParams) error {
+	return ErrNotImplemented
+}
+func (UnimplementedWaiter) RegisterWait(context.Context, *RegisterWaitParams) (*starflowtype.Wait, error) {
+	return nil, ErrNotImplemented
+}
+func (UnimplementedWaiter) ParkRun(context.Context, *ParkRunParams) (*starflowtype.Run, error) {
+	return nil, ErrNotImplemented
+}
+func (UnimplementedWaiter) GetWait(context.Context, *GetWaitParams) (*starflowtype.Wait, error) {
+	return nil, ErrNotImplemented
+}
+func (UnimplementedWaiter) ListWaits(context.Context, *ListWaitsParams) ([]*starflowtype.Wait, error) {
+	return nil, ErrNotImplemented
+}
+func (UnimplementedWaiter) WakeWait(context.Context, *WakeWaitParams) (*starflowtype.Wait, error) {
+	return nil, ErrNotImplemented
+}
+func (UnimplementedWaiter) Signal(context.Context, *SignalParams) (*SignalResult, error) {
+	return nil, ErrNotImplemented
+}
+func (UnimplementedWaiter) FireDueWaits(context.Context, *FireDueWaitsParams) ([]*starflowtype.Wait, error) {
+	return nil, ErrNotImplemented
+}
+func (UnimplementedWaiter) PendingNotifies(context.Context, *PendingNotifiesParams) ([]*starflowtype.Wait, error) {
+	return nil, ErrNotImplemented
+}
+func (UnimplementedWaiter) MarkNotified(context.Context, *MarkNotifiedParams) error {
+	return ErrNotImplemented
+}
+func (UnimplementedWaiter) SessionGet(context.Context, *SessionGetParams) (*starflowtype.SessionVar, error) {
+	return nil, ErrNotImplemented
+}
+func (UnimplementedWaiter) SessionSet(context.Context, *SessionSetParams) (*starflowtype.SessionVar, error) {
+	return nil, ErrNotImplemented
+}
+func (UnimplementedWaiter) DeleteExpiredSessionVars(context.Context, *DeleteExpiredSessionVarsParams) (int64, error) {
+	return 0, ErrNotImplemented
+}
+func (UnimplementedWaiter) WakeKeys(context.Context) ([]WakeKey, error) {
+	return nil, ErrNotImplemented
+}
+func (UnimplementedWaiter) AddWakeKey(context.Context, WakeKey) (WakeKey, error) {
+	return WakeKey{}, ErrNotImplemented
+}

@@ -1,0 +1,119 @@
+// Package warm is the live-state tier (SPEC §8): a projection of the cold
+// tier kept for dashboards and live views, never authoritative. Entries are
+// written by the mirror drainer (internal/mirror) from mirror_outbox rows,
+// each carrying the cold version of its run, so a late write never replaces
+// newer data. Step progress and runner presence are written here only.
+//
+// Implementations: memory (one process) and nats (JetStream key-value, many
+// processes). Both pass warm/warmtest.
+package warm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// ErrNotFound: no entry under that key.
+var ErrNotFound = errors.New("warm: not found")
+
+// RunEntry is the warm projection of one run: what live views show.
+// Version is the run's cold version (mirror_outbox.version, monotonic per
+// run); Hash is the drift hash over (status, phase, current steps, version)
+// computed by the mirror (internal/mirror) — stores keep it opaque.
+type RunEntry struct {
+	RunID        string          `json:"run_id"`
+	WorkspaceID  string          `json:"workspace_id"`
+	WorkflowName string          `json:"workflow_name"`
+	Status       string          `json:"status"`
+	ClaimState   string          `json:"claim_state"`
+	Phase        string          `json:"phase,omitempty"`
+	Attempt      int             `json:"attempt"`
+	LeasedBy     string          `json:"leased_by,omitempty"`
+	CurrentSteps []StepEntry     `json:"current_steps,omitempty"` // instances running or waiting
+	Error        string          `json:"error,omitempty"`
+	Output       json.RawMessage `json:"output,omitempty"`
+	Version      int64           `json:"version"`
+	Hash         string          `json:"hash,omitempty"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+	FinishedAt   time.Time       `json:"finished_at,omitzero"`
+}
+
+// StepEntry is the warm projection of one step instance.
+type StepEntry struct {
+	RunID     string    `json:"run_id"`
+	Attempt   int       `json:"attempt"`
+	ScopePath string    `json:"scope_path"`
+	StepID    string    `json:"step_id"`
+	Kind      string    `json:"kind,omitempty"`
+	Status    string    `json:"status"`
+	Tries     int       `json:"tries,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Progress is a step's progress report (SPEC §8 onStepProgress): warm only,
+// never written to the cold tier. Fraction is in [0, 1].
+type Progress struct {
+	RunID     string    `json:"run_id"`
+	ScopePath string    `json:"scope_path"`
+	StepID    string    `json:"step_id"`
+	Fraction  float64   `json:"fraction"`
+	Message   string    `json:"message,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// Presence is a runner's heartbeat in the warm tier (peer discovery).
+type Presence struct {
+	RunnerID string    `json:"runner_id"`
+	Pools    []string  `json:"pools,omitempty"`
+	RunsHeld int       `json:"runs_held"`
+	LastBeat time.Time `json:"last_beat"`
+}
+
+// Store is a warm store. Every method is safe for concurrent use. Errors
+// other than ErrNotFound mean the store is unreachable or refused the
+// write; callers (the drainer) retry later.
+type Store interface {
+	// PutRun stores e unless the stored entry has a Version greater than or
+	// equal to e.Version (a late or repeated write is a no-op). Reports
+	// whether it wrote. Force (used by the drift sweep to repair) writes
+	// regardless of version.
+	PutRun(ctx context.Context, e *RunEntry, force bool) (bool, error)
+	// GetRun reads one run entry; ErrNotFound when absent.
+	GetRun(ctx context.Context, runID string) (*RunEntry, error)
+	// DeleteRun removes a run entry and its steps and progress (no error
+	// when absent).
+	DeleteRun(ctx context.Context, runID string) error
+	// ListRunIDs lists the ids of every run entry (order unspecified).
+	ListRunIDs(ctx context.Context) ([]string, error)
+
+	// PutStep stores one step instance (last write wins).
+	PutStep(ctx context.Context, s *StepEntry) error
+	// ListSteps lists a run's step entries.
+	ListSteps(ctx context.Context, runID string) ([]*StepEntry, error)
+
+	// PutSessionVar stores a session variable's live value; a nil Value
+	// deletes it.
+	PutSessionVar(ctx context.Context, workspace, session, key string, value json.RawMessage) error
+	// GetSessionVar reads one; ErrNotFound when absent.
+	GetSessionVar(ctx context.Context, workspace, session, key string) (json.RawMessage, error)
+
+	// PutProgress stores a step's latest progress report.
+	PutProgress(ctx context.Context, p *Progress) error
+	// ListProgress lists a run's latest progress reports, one per step
+	// instance.
+	ListProgress(ctx context.Context, runID string) ([]*Progress, error)
+
+	// PutPresence publishes a runner's presence; it disappears after ttl
+	// unless published again.
+	PutPresence(ctx context.Context, p *Presence, ttl time.Duration) error
+	// ListPresence lists the runners whose presence has not expired.
+	ListPresence(ctx context.Context) ([]*Presence, error)
+
+	// Ping reports whether the store is reachable.
+	Ping(ctx context.Context) error
+	// Close releases connections.
+	Close() error
+}
