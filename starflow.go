@@ -49,6 +49,9 @@ type Config struct {
 	// (boot reconciliation) and one every SweepInterval (default 30 s).
 	Maintenance   bool
 	SweepInterval time.Duration
+	// WaitMaintenance tunes the wait passes Maintenance also runs: the
+	// durable timer poller, the notify retrier and the session-variable GC.
+	WaitMaintenance WaitMaintenanceConfig
 
 	// StepTimeout is the default timeout of one step try. Default 30 s.
 	StepTimeout time.Duration
@@ -102,6 +105,7 @@ type Engine struct {
 	engine   *engine.Engine
 	runner   *runner.Runner
 	sweep    *maintenance.LeaseSweep
+	waits    *waitMaintenance // started with Maintenance
 
 	listenCancel context.CancelFunc
 	listenDone   chan struct{}
@@ -311,7 +315,8 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 }
 
 // Start starts the in-process runner (unless NoRunner) and, with
-// Maintenance, the lease sweep, whose first pass runs at once. It returns
+// Maintenance, the lease sweep and the wait passes (timer poller, notify
+// retrier, session-variable GC), whose first passes run at once. It returns
 // at once. When the store is a Listener, new work signalled by other
 // processes wakes the runner without waiting for a poll.
 func (e *Engine) Start(ctx context.Context) error {
@@ -325,6 +330,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.cfg.Maintenance {
 		if err := e.sweep.Start(ctx); err != nil {
 			return err
+		}
+		if err := e.startWaitMaintenance(ctx); err != nil {
+			return errors.Join(err, e.sweep.Stop(ctx))
 		}
 	}
 	if e.cfg.NoRunner {
@@ -355,7 +363,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}
 	// The sweep has no runs to finish: it stops at once, whatever is left
 	// of the grace period.
-	return errors.Join(err, e.sweep.Stop(context.WithoutCancel(ctx)))
+	return errors.Join(err, e.sweep.Stop(context.WithoutCancel(ctx)), e.stopWaitMaintenance(context.WithoutCancel(ctx)))
 }
 
 // Stopping is closed when Stop begins: from then on runs in flight stop at
