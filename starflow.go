@@ -227,9 +227,9 @@ func Supported(filename string, def *workflow.Definition) error {
 }
 
 // notExecuted are the step kinds the definition format accepts but the
-// engine does not execute yet: none today (every control-flow construct
-// runs); a kind added to the format before the engine runs it goes here.
-var notExecuted = map[string]bool{}
+// engine does not execute yet; a kind added to the format before the
+// engine runs it goes here.
+var notExecuted = map[string]bool{"wait": true, "workflow_call": true, "session_read": true, "session_write": true}
 
 // Apply validates a definition and stores it by revision (idempotent).
 func (e *Engine) Apply(ctx context.Context, filename string, src []byte) (*starflowtype.Definition, error) {
