@@ -111,6 +111,7 @@ type processFlags struct {
 	pools, allowEnv                              []string
 	leaseTTL, heartbeat, poll, grace, sweepEvery time.Duration
 	concurrency                                  int
+	waits                                        starflow.WaitMaintenanceConfig
 }
 
 func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
@@ -125,6 +126,8 @@ func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
 	}
 	if maintenance {
 		cmd.Flags().DurationVar(&f.sweepEvery, "sweep-interval", 30*time.Second, "lease sweep interval (one pass also runs at start)")
+		cmd.Flags().DurationVar(&f.waits.TimerInterval, "timer-interval", time.Second, "how often due timers and wait timeouts fire (one pass also runs at start)")
+		cmd.Flags().DurationVar(&f.waits.SessionGCInterval, "session-gc-interval", time.Minute, "how often expired session variables are removed")
 	}
 }
 
@@ -143,6 +146,7 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	cfg.Pools, cfg.AllowEnv = f.pools, f.allowEnv
 	cfg.LeaseTTL, cfg.Heartbeat, cfg.PollInterval, cfg.Concurrency = f.leaseTTL, f.heartbeat, f.poll, f.concurrency
 	cfg.SweepInterval = f.sweepEvery
+	cfg.WaitMaintenance = f.waits
 	eng, err := starflow.New(cfg)
 	if err != nil {
 		return err
@@ -180,7 +184,7 @@ func newServerCmd(g *globalFlags) *cobra.Command {
 	f := &processFlags{}
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Run maintenance (the lease sweep) until stopped; the HTTP API joins it in a later version",
+		Short: "Run maintenance (lease sweep, timer poller, notify retries, session GC) until stopped; the HTTP API joins it later",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.grace = 5 * time.Second
@@ -195,7 +199,7 @@ func newDevCmd(g *globalFlags) *cobra.Command {
 	f := &processFlags{}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Everything in one process on SQLite: a runner and maintenance (the lease sweep)",
+		Short: "Everything in one process on SQLite: a runner and maintenance (lease sweep, timers, notify retries, session GC)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.serve(cmd, g, "dev", starflow.Config{Maintenance: true})
