@@ -15,6 +15,7 @@ import (
 	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/internal/maintenance"
 	"github.com/starflow/starflow/internal/runner"
+	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/step"
@@ -71,6 +72,20 @@ type Config struct {
 	ExprLimits expr.Limits
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+
+	// WakeKeys is the wake-token key ring in the STARFLOW_WAKE_KEYS format
+	// ("kid:base64secret,kid2:base64secret"; the first signs, all verify).
+	// Default "": the store's keys, one generated and stored on first use.
+	WakeKeys string
+	// WakeURL is what notify receivers get as wake_url, "{token}" replaced
+	// by the token (e.g. "https://starflow.example.com/wake/{token}").
+	// Default "".
+	WakeURL string
+	// WaitHook is for tests: called at each commit boundary of entering a
+	// durable wait (engine.wait.after_paused, engine.wait.after_register,
+	// engine.wait.before_notify) with the run id, scope path and step id;
+	// blocking in it pauses the run there. Default nil.
+	WaitHook func(point, runID, scopePath, stepID string)
 }
 
 // EnqueueOptions are the optional settings of one enqueue.
@@ -147,10 +162,22 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	reg := engine.NewRegistry()
+	var keys []waketoken.Key
+	if cfg.WakeKeys != "" {
+		var err error
+		if keys, err = waketoken.ParseKeys(cfg.WakeKeys); err != nil {
+			return nil, fmt.Errorf("starflow: Config.WakeKeys: %w", err)
+		}
+	}
+	var hook func(string, state.StepKey)
+	if h := cfg.WaitHook; h != nil {
+		hook = func(point string, k state.StepKey) { h(point, k.RunID, k.ScopePath, k.StepID) }
+	}
 	eng, err := engine.New(engine.Config{
 		Store: cfg.Store, Registry: reg, Expr: exprEnv, HTTPClient: cfg.HTTPClient,
 		Secrets: cfg.Secrets, Env: env, Logger: cfg.Logger, StepTimeout: cfg.StepTimeout,
 		RunRetryMin: cfg.RunRetryMin, RunRetryMax: cfg.RunRetryMax,
+		WakeKeys: keys, WakeURL: cfg.WakeURL, WaitHook: hook,
 	})
 	if err != nil {
 		return nil, err

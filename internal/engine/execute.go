@@ -26,6 +26,9 @@ const (
 	OutcomeReleased  Outcome = "released"  // lease released on shutdown; another runner continues
 	OutcomeCancelled Outcome = "cancelled" // an operator cancelled the run; it stopped at a step boundary
 	OutcomeLeaseLost Outcome = "lease_lost"
+	// OutcomePaused: the run reached a durable wait (wait, workflow_call)
+	// and was parked (ParkRun): no lease is held; a wake re-queues it.
+	OutcomePaused Outcome = "paused"
 )
 
 // MinSecretLength is the shortest secret value accepted (bytes). Secrets
