@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/starflow/starflow/starflowtype"
@@ -300,4 +301,130 @@ func (UnimplementedWaiter) WakeKeys(context.Context) ([]WakeKey, error) {
 }
 func (UnimplementedWaiter) AddWakeKey(context.Context, WakeKey) (WakeKey, error) {
 	return WakeKey{}, ErrNotImplemented
+}
+
+// ErrDurableWaitsNeedStore is what an adapter that keeps nothing (nullstore)
+// returns from the Waiter methods that must persist: it wraps
+// ErrNotImplemented.
+var ErrDurableWaitsNeedStore = fmt.Errorf("durable waits need a durable store (sqlite or postgres): %w", ErrNotImplemented)
+
+// The helpers below are shared by the adapters, so that both dialects
+// validate the same way and write the same payloads.
+
+// PausedPayload is the run_paused event payload of p: p.Payload's fields
+// (it must be a JSON object, or empty) plus scope_path, step_id and kind.
+func PausedPayload(p *RunPausedParams) (json.RawMessage, error) {
+	m := map[string]any{}
+	if len(p.Payload) > 0 && string(p.Payload) != "null" {
+		if err := json.Unmarshal(p.Payload, &m); err != nil {
+			return nil, fmt.Errorf("run_paused payload of step %q must be a JSON object: %w", p.StepID, err)
+		}
+	}
+	m["scope_path"], m["step_id"], m["kind"] = p.ScopePath, p.StepID, p.Kind
+	return json.Marshal(m)
+}
+
+// CheckRegisterWait validates p and returns the signal name the wait is
+// stored with: p.Signal, or starflowtype.ChildSignal for a child wait
+// registered without one.
+func CheckRegisterWait(p *RegisterWaitParams) (string, error) {
+	switch p.Kind {
+	case starflowtype.WaitSignal, starflowtype.WaitApproval, starflowtype.WaitTimer, starflowtype.WaitChild:
+	default:
+		return "", fmt.Errorf("step %q: wait kind %q is not signal, timer, approval or child", p.StepID, p.Kind)
+	}
+	if p.StepID == "" {
+		return "", errors.New("wait: StepID is required")
+	}
+	signal := p.Signal
+	switch p.Kind {
+	case starflowtype.WaitChild:
+		if p.CorrelationKey == "" {
+			return "", fmt.Errorf("step %q: a child wait needs the child run id as CorrelationKey", p.StepID)
+		}
+		if signal == "" {
+			signal = starflowtype.ChildSignal
+		}
+	case starflowtype.WaitTimer:
+		if p.WakeAt.IsZero() && p.WakeIn <= 0 {
+			return "", fmt.Errorf("step %q: a timer wait needs WakeAt or WakeIn", p.StepID)
+		}
+	}
+	if !p.WakeAt.IsZero() && p.WakeIn > 0 {
+		return "", fmt.Errorf("step %q: WakeAt and WakeIn are both set; set one", p.StepID)
+	}
+	if len(p.Notify) > 0 && !json.Valid(p.Notify) {
+		return "", fmt.Errorf("step %q: notify request is not valid JSON", p.StepID)
+	}
+	return signal, nil
+}
+
+// CheckSignal validates p: a signal name, and a run id or a correlation
+// key to address it; a payload, when given, must be valid JSON.
+func CheckSignal(p *SignalParams) error {
+	if p.Signal == "" {
+		return errors.New("signal name is required")
+	}
+	if p.RunID == "" && p.CorrelationKey == "" {
+		return fmt.Errorf("signal %q: a run id or a correlation key is required", p.Signal)
+	}
+	if len(p.Payload) > 0 && !json.Valid(p.Payload) {
+		return fmt.Errorf("signal %q: payload is not valid JSON", p.Signal)
+	}
+	return nil
+}
+
+// CheckSessionSet validates p: session id, key and a valid JSON value.
+func CheckSessionSet(p *SessionSetParams) error {
+	if p.SessionID == "" || p.Key == "" {
+		return fmt.Errorf("session variable: session id (%q) and key (%q) are required", p.SessionID, p.Key)
+	}
+	if len(p.Value) == 0 || !json.Valid(p.Value) {
+		return fmt.Errorf("session %s key %q: value is not valid JSON", p.SessionID, p.Key)
+	}
+	return nil
+}
+
+// WakeKeyMinBytes is the shortest wake key secret AddWakeKey accepts.
+const WakeKeyMinBytes = 32
+
+// CheckWakeKey validates k: an id and a secret of at least WakeKeyMinBytes.
+func CheckWakeKey(k WakeKey) error {
+	if k.ID == "" {
+		return errors.New("wake key: ID is required")
+	}
+	if len(k.Secret) < WakeKeyMinBytes {
+		return fmt.Errorf("wake key %s: secret has %d bytes, want at least %d", k.ID, len(k.Secret), WakeKeyMinBytes)
+	}
+	return nil
+}
+
+// WakePayload is the wake_received event payload for wait w completed with
+// status by via ("token", "signal", "inbox", "timer", "timeout", "child"):
+// {"wait_id", "kind", "status", "via"} and "signal" when the wait has one.
+// The wake payload itself is not repeated (it is on the wait row).
+func WakePayload(w *starflowtype.Wait, status starflowtype.WaitStatus, via string) json.RawMessage {
+	m := map[string]any{"wait_id": w.ID, "kind": w.Kind, "status": status, "via": via}
+	if w.Signal != "" {
+		m["signal"] = w.Signal
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// ChildPayload is what a child run's end delivers to its parent (the wake
+// payload of the parent's child wait, or of its inbox row):
+// {"run_id", "status", "output", "error"}; output is null and error ""
+// when the run has none.
+func ChildPayload(runID, status string, output json.RawMessage, errText string) json.RawMessage {
+	if len(output) == 0 {
+		output = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(struct {
+		RunID  string          `json:"run_id"`
+		Status string          `json:"status"`
+		Output json.RawMessage `json:"output"`
+		Error  string          `json:"error"`
+	}{runID, status, output, errText})
+	return b
 }
