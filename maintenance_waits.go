@@ -27,9 +27,8 @@ type WaitMaintenanceConfig struct {
 	NotifyRetryMin, NotifyRetryMax time.Duration
 	// NotifyTimeout bounds one notify request. Default 10 s.
 	NotifyTimeout time.Duration
-	// Deliver sends one wait's notify request. Default: the engine's own
-	// delivery (the wait's token re-signed and POSTed to its notify URL).
-	// When neither is available the notify retrier does not run.
+	// Deliver sends one wait's notify request. Default: Engine.DeliverNotify
+	// (the wait's token re-created and POSTed to its notify URL).
 	Deliver func(ctx context.Context, w *starflowtype.Wait) error
 	// SessionGCInterval is how often session variables whose keep_until
 	// passed are removed. Default 1 min.
@@ -39,7 +38,7 @@ type WaitMaintenanceConfig struct {
 // waitMaintenance is the running set of wait passes of one Engine.
 type waitMaintenance struct {
 	timers *maintenance.TimerPoller
-	notify *maintenance.NotifyRetrier // nil without a delivery function
+	notify *maintenance.NotifyRetrier
 	gc     *maintenance.SessionGC
 }
 
@@ -52,15 +51,16 @@ func (e *Engine) newWaitMaintenance() (*waitMaintenance, error) {
 		gc: maintenance.NewSessionGC(e.store, maintenance.SessionGCConfig{Interval: c.SessionGCInterval, Logger: e.cfg.Logger}),
 	}
 	deliver := c.Deliver
-	if deliver != nil {
-		var err error
-		m.notify, err = maintenance.NewNotifyRetrier(e.store, maintenance.NotifyConfig{
-			Deliver: deliver, Interval: c.NotifyInterval, RetryMin: c.NotifyRetryMin, RetryMax: c.NotifyRetryMax,
-			Timeout: c.NotifyTimeout, Logger: e.cfg.Logger,
-		})
-		if err != nil {
-			return nil, err
-		}
+	if deliver == nil {
+		deliver = e.DeliverNotify
+	}
+	var err error
+	m.notify, err = maintenance.NewNotifyRetrier(e.store, maintenance.NotifyConfig{
+		Deliver: deliver, Interval: c.NotifyInterval, RetryMin: c.NotifyRetryMin, RetryMax: c.NotifyRetryMax,
+		Timeout: c.NotifyTimeout, Logger: e.cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -75,10 +75,8 @@ func (e *Engine) startWaitMaintenance(ctx context.Context) error {
 	if err := m.timers.Start(ctx); err != nil {
 		return err
 	}
-	if m.notify != nil {
-		if err := m.notify.Start(ctx); err != nil {
-			return errors.Join(err, m.timers.Stop(ctx))
-		}
+	if err := m.notify.Start(ctx); err != nil {
+		return errors.Join(err, m.timers.Stop(ctx))
 	}
 	if err := m.gc.Start(ctx); err != nil {
 		return errors.Join(err, m.stop(ctx))
@@ -97,11 +95,7 @@ func (e *Engine) stopWaitMaintenance(ctx context.Context) error {
 }
 
 func (m *waitMaintenance) stop(ctx context.Context) error {
-	err := m.timers.Stop(ctx)
-	if m.notify != nil {
-		err = errors.Join(err, m.notify.Stop(ctx))
-	}
-	return errors.Join(err, m.gc.Stop(ctx))
+	return errors.Join(m.timers.Stop(ctx), m.notify.Stop(ctx), m.gc.Stop(ctx))
 }
 
 // FireDueWaits runs one pass of the durable timer poller now: pending

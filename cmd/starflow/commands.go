@@ -147,6 +147,7 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	cfg.LeaseTTL, cfg.Heartbeat, cfg.PollInterval, cfg.Concurrency = f.leaseTTL, f.heartbeat, f.poll, f.concurrency
 	cfg.SweepInterval = f.sweepEvery
 	cfg.WaitMaintenance = f.waits
+	cfg.WakeKeys = os.Getenv(envWakeKeys)
 	eng, err := starflow.New(cfg)
 	if err != nil {
 		return err
