@@ -173,16 +173,18 @@ func New(cfg Config) (*Engine, error) {
 	if h := cfg.WaitHook; h != nil {
 		hook = func(point string, k state.StepKey) { h(point, k.RunID, k.ScopePath, k.StepID) }
 	}
+	e := &Engine{cfg: cfg, store: cfg.Store, registry: reg, changed: make(chan struct{})}
 	eng, err := engine.New(engine.Config{
 		Store: cfg.Store, Registry: reg, Expr: exprEnv, HTTPClient: cfg.HTTPClient,
 		Secrets: cfg.Secrets, Env: env, Logger: cfg.Logger, StepTimeout: cfg.StepTimeout,
 		RunRetryMin: cfg.RunRetryMin, RunRetryMax: cfg.RunRetryMax,
 		WakeKeys: keys, WakeURL: cfg.WakeURL, WaitHook: hook,
+		OnEnqueue: func() { e.runner.Notify() },
 	})
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, store: cfg.Store, registry: reg, engine: eng, changed: make(chan struct{})}
+	e.engine = eng
 	e.runner, err = runner.New(cfg.Store, eng, runner.Config{
 		ID: cfg.RunnerID, Pools: cfg.Pools, Workspace: cfg.Workspace, OnlyRun: cfg.OnlyRun, LeaseTTL: cfg.LeaseTTL,
 		Heartbeat: cfg.Heartbeat, PollInterval: cfg.PollInterval, Concurrency: cfg.Concurrency,
@@ -254,9 +256,9 @@ func Supported(filename string, def *workflow.Definition) error {
 }
 
 // notExecuted are the step kinds the definition format accepts but the
-// engine does not execute yet; a kind added to the format before the
-// engine runs it goes here.
-var notExecuted = map[string]bool{"wait": true, "workflow_call": true, "session_read": true, "session_write": true}
+// engine does not execute yet: none today; a kind added to the format
+// before the engine runs it goes here.
+var notExecuted = map[string]bool{}
 
 // Apply validates a definition and stores it by revision (idempotent).
 func (e *Engine) Apply(ctx context.Context, filename string, src []byte) (*starflowtype.Definition, error) {

@@ -119,6 +119,10 @@ type Config struct {
 	// with the step instance: a test blocks in it to act at that point.
 	// The process-wide faultpoints of the same names pause there too.
 	WaitHook func(point string, key state.StepKey)
+	// OnEnqueue, when set, is called after the engine enqueued a run (a
+	// workflow_call's child) or a parked run was re-queued at once, to wake
+	// local runners. Default nil.
+	OnEnqueue func()
 	// Now is the runner's clock (token expiry, keep_until durations).
 	// Default time.Now.
 	Now func() time.Time

@@ -80,6 +80,9 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 		log.Info("run succeeded", "duration_ms", r.DurationMS)
 		return OutcomeSucceeded, nil
 	}
+	if errors.Is(err, errParked) && !rs.realStop(err) {
+		return rs.park(ctx)
+	}
 	if errors.Is(err, starflowtype.ErrCancelRequested) && ctx.Err() == nil {
 		if _, werr := led.runCancelled(ctx); werr != nil {
 			return rs.writeFailed(ctx, werr)
@@ -98,6 +101,23 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 	}
 	log.Info("run attempt failed", "error", led.red.Error(err), "status", r.Status, "retry", retry)
 	return OutcomeFailed, nil
+}
+
+// park is commit boundary 3 of a durable wait (ParkRun): the lease is
+// released and the run parked, or queued at once when one of its waits is
+// already woken. It is written even when the runner is stopping.
+func (rs *runState) park(ctx context.Context) (Outcome, error) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	r, err := rs.e.cfg.Store.ParkRun(pctx, &state.ParkRunParams{RunID: rs.run.ID, Lease: rs.led.lease})
+	if err != nil {
+		return rs.writeFailed(ctx, fmt.Errorf("park: %w", err))
+	}
+	if r.ClaimState == starflowtype.ClaimQueued && rs.e.cfg.OnEnqueue != nil {
+		rs.e.cfg.OnEnqueue()
+	}
+	rs.log.Info("run paused at a durable wait; lease released", "claim_state", r.ClaimState)
+	return OutcomePaused, nil
 }
 
 // writeFailed decides what to do when execution stopped without a result

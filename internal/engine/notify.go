@@ -112,9 +112,9 @@ func (e *Engine) postNotify(ctx context.Context, w *starflowtype.Wait, req *noti
 }
 
 // notifyInline delivers a just-registered wait's notify request with a few
-// quick tries and records the outcome; a failure leaves it to the
+// quick tries and records the outcome; a failure (returned) is left to the
 // maintenance pass (PendingNotifies). req is the unscrubbed rendering.
-func (e *Engine) notifyInline(ctx context.Context, w *starflowtype.Wait, req *notifyRequest, token string) {
+func (e *Engine) notifyInline(ctx context.Context, w *starflowtype.Wait, req *notifyRequest, token string) error {
 	var err error
 	for try := 1; try <= notifyInlineTries; try++ {
 		if err = e.postNotify(ctx, w, req, token); err == nil {
@@ -132,7 +132,5 @@ func (e *Engine) notifyInline(ctx context.Context, w *starflowtype.Wait, req *no
 	if merr := e.cfg.Store.MarkNotified(mctx, p); merr != nil && !errors.Is(merr, context.Canceled) {
 		e.cfg.Logger.Warn("recording a notify try failed", "run_id", w.RunID, "wait_id", w.ID, "error", merr)
 	}
-	if err != nil {
-		e.cfg.Logger.Warn("notify not delivered; the maintenance pass retries it", "run_id", w.RunID, "wait_id", w.ID, "error", err)
-	}
+	return err
 }
