@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -227,7 +228,17 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 		plan.notify.ExpiresAt = rs.e.cfg.Now().Add(ttl).Truncate(time.Second).UTC()
 		token = waketoken.Sign(k, rs.run.ID, p.ID, plan.notify.ExpiresAt)
 		p.TokenHash, p.KeyID = waketoken.Hash(token), k.ID
-		if p.Notify, err = rs.led.json(plan.notify); err != nil {
+		// Stored scrubbed (as a plain value, so the redactor sees every
+		// string); the inline delivery below sends the unscrubbed one.
+		b, err := json.Marshal(plan.notify)
+		if err != nil {
+			return rs.fail(f, s, 1, step.Permanent(fmt.Errorf("wait.notify: %w", err)))
+		}
+		plain, err := jsonvalue.Decode(b)
+		if err != nil {
+			return rs.fail(f, s, 1, step.Permanent(fmt.Errorf("wait.notify: %w", err)))
+		}
+		if p.Notify, err = rs.led.json(plain); err != nil {
 			return rs.fail(f, s, 1, err)
 		}
 	}
