@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/starflow/starflow/internal/faultpoint"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 )
@@ -97,7 +98,7 @@ func (s *Store) RegisterWait(ctx context.Context, p *state.RegisterWaitParams) (
 		return nil, fmt.Errorf("pgstore: register wait: id: %w", err)
 	}
 	var out *starflowtype.Wait
-	_, err = s.inTx(ctx, "RegisterWait", p.RunID, false, func(t *txn) error {
+	_, err = s.inTxRetry(ctx, "RegisterWait", p.RunID, false, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -151,16 +152,22 @@ func (s *Store) RegisterWait(ctx context.Context, p *state.RegisterWaitParams) (
 // once has its pool notified on Channel.
 func (s *Store) ParkRun(ctx context.Context, p *state.ParkRunParams) (*starflowtype.Run, error) {
 	run, err := s.inTx(ctx, "ParkRun", p.RunID, true, func(t *txn) error {
-		if _, err := t.fence(ctx, p.RunID, p.Lease); err != nil {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
 			return err
 		}
 		var claim, pool string
-		err := t.tx.QueryRow(ctx, q("park_run"), p.RunID).Scan(&claim, &pool)
+		err = t.tx.QueryRow(ctx, q("park_run"), p.RunID).Scan(&claim, &pool)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("run %s is not paused (OnRunPaused comes first): %w", p.RunID, starflowtype.ErrConflict)
 		}
 		if err != nil {
 			return translate(err)
+		}
+		if m.cancel {
+			// An operator cancelled the run while it entered its wait: no
+			// runner would ever see the request, so the cancel ends it here.
+			return s.cancelParked(ctx, t, p.RunID)
 		}
 		if claim == string(starflowtype.ClaimQueued) {
 			t.notify = append(t.notify, pool)
@@ -546,9 +553,11 @@ func (s *Store) wake(ctx context.Context, t *txn, w *starflowtype.Wait, status s
 	if n == 0 {
 		return fmt.Errorf("wait %s: %w", w.ID, starflowtype.ErrWaitClosed)
 	}
+	faultpoint.Hit("postgres.wake.after_wait")
 	if err := t.event(ctx, m, w.RunID, w.Attempt, starflowtype.EventWakeReceived, w.StepID, w.ScopePath, state.WakePayload(w, status, via)); err != nil {
 		return err
 	}
+	faultpoint.Hit("postgres.wake.after_event")
 	var pool string
 	err = t.tx.QueryRow(ctx, q("requeue_parked"), w.RunID).Scan(&pool)
 	switch {
@@ -762,6 +771,26 @@ func (s *Store) cancelTree(ctx context.Context, t *txn, workspace, id string, to
 		}
 	}
 	return nil
+}
+
+// cancelParked ends run id, just parked with cancel_requested, as an
+// immediate cancel does.
+func (s *Store) cancelParked(ctx context.Context, t *txn, id string) error {
+	m, _, _, _, err := t.runState(ctx, "", id)
+	if err != nil {
+		return err
+	}
+	if _, err := t.exec(ctx, q("run_cancelled"), id); err != nil {
+		return err
+	}
+	if _, err := t.exec(ctx, q("steps_cancelled"), id, m.attempt); err != nil {
+		return err
+	}
+	payload, _ := json.Marshal(map[string]any{"by": "operator", "at": "park"})
+	if err := t.event(ctx, m, id, 0, starflowtype.EventRunCancelled, "", "", payload); err != nil {
+		return err
+	}
+	return s.endRun(ctx, t, id)
 }
 
 func scanWait(sc scanner) (*starflowtype.Wait, error) {

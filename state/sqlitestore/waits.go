@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/starflow/starflow/internal/faultpoint"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 )
@@ -117,15 +118,21 @@ func (s *Store) RegisterWait(ctx context.Context, p *state.RegisterWaitParams) (
 // ParkRun implements state.Waiter (commit boundary 3).
 func (s *Store) ParkRun(ctx context.Context, p *state.ParkRunParams) (*starflowtype.Run, error) {
 	run, err := s.inTx(ctx, "ParkRun", p.RunID, true, func(t *txn) error {
-		if _, err := t.fence(ctx, p.RunID, p.Lease); err != nil {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
 			return err
 		}
 		var claim string
-		err := t.queryRow(ctx, "park_run", p.RunID).Scan(&claim)
+		err = t.queryRow(ctx, "park_run", p.RunID).Scan(&claim)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("run %s is not paused (OnRunPaused comes first): %w", p.RunID, starflowtype.ErrConflict)
 		}
-		return translate(err)
+		if err != nil || !m.cancel {
+			return translate(err)
+		}
+		// An operator cancelled the run while it entered its wait: no
+		// runner would ever see the request, so the cancel ends it here.
+		return s.cancelParked(ctx, t, p.RunID)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: park run: %w", err)
@@ -494,6 +501,7 @@ func (s *Store) wake(ctx context.Context, t *txn, w *starflowtype.Wait, status s
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("wait %s: %w", w.ID, starflowtype.ErrWaitClosed)
 	}
+	faultpoint.Hit("sqlite.wake.after_wait")
 	var m runMeta
 	if err := t.queryRow(ctx, "run_meta", w.RunID).Scan(&m.workspace, &m.env, &m.attempt); err != nil {
 		return translate(err)
@@ -501,6 +509,7 @@ func (s *Store) wake(ctx context.Context, t *txn, w *starflowtype.Wait, status s
 	if err := t.event(ctx, m, w.RunID, w.Attempt, starflowtype.EventWakeReceived, w.StepID, w.ScopePath, state.WakePayload(w, status, via)); err != nil {
 		return err
 	}
+	faultpoint.Hit("sqlite.wake.after_event")
 	if _, err := t.exec(ctx, "requeue_parked", w.RunID); err != nil {
 		return translate(err)
 	}
@@ -717,6 +726,26 @@ func (s *Store) cancelTree(ctx context.Context, t *txn, workspace, id string, to
 		}
 	}
 	return nil
+}
+
+// cancelParked ends run id, just parked with cancel_requested, as an
+// immediate cancel does.
+func (s *Store) cancelParked(ctx context.Context, t *txn, id string) error {
+	m, _, _, err := t.runState(ctx, "", id)
+	if err != nil {
+		return err
+	}
+	if _, err := t.exec(ctx, "run_cancelled", id); err != nil {
+		return translate(err)
+	}
+	if _, err := t.exec(ctx, "steps_cancelled", id, m.attempt); err != nil {
+		return translate(err)
+	}
+	payload, _ := json.Marshal(map[string]any{"by": "operator", "at": "park"})
+	if err := t.event(ctx, m, id, 0, starflowtype.EventRunCancelled, "", "", payload); err != nil {
+		return err
+	}
+	return s.endRun(ctx, t, id)
 }
 
 // children lists run id's non-terminal child runs.

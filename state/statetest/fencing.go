@@ -89,7 +89,7 @@ var fencedWrites = []fencedWrite{
 		h.pause(stepKey(r, "", "s1"), l)
 	}, true},
 	{"SessionSet", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
-		_, err := h.a.SessionSet(h.ctx(), &state.SessionSetParams{SessionID: "sess", Key: "k", Value: json.RawMessage(`1`), RunID: r.ID, Lease: l})
+		_, err := h.a.SessionSet(h.ctx(), &state.SessionSetParams{SessionID: fenceSession, Key: fenceKey, Value: json.RawMessage(`1`), RunID: r.ID, Lease: l})
 		return err
 	}, nil, true},
 }

@@ -86,6 +86,31 @@ func (s *suite) testSessions(t *testing.T) {
 		}
 	})
 
+	t.Run("RetryKeeps", func(t *testing.T) {
+		t.Parallel()
+		h := s.durableWaits(t)
+		// The sweep dead-lettering a run is its end.
+		run2 := h.enqueue(&state.EnqueueRunParams{MaxAttempts: 1})
+		l2 := h.claimExpired(run2.ID)
+		h.sessionSet(run2.ID, l2, "s", "k2", `2`, time.Time{})
+		if _, err := h.a.ExpireOldLeases(h.ctx(), &state.ExpireOldLeasesParams{}); err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "swept run", h.getRun(run2.ID).Status, starflowtype.RunFailed)
+		if h.sessionGet("s", "k2") != nil {
+			t.Error("a dead-lettered run's variable survived")
+		}
+		run, l := h.startOwn(runnerA)
+		h.sessionSet(run.ID, l, "s", "k", `1`, time.Time{})
+		// A retryable failure with attempts left is not the run's end.
+		if _, err := h.a.OnRunError(h.ctx(), &state.RunErrorParams{RunID: run.ID, Lease: l, Error: "503", Retry: true}); err != nil {
+			t.Fatal(err)
+		}
+		if h.sessionGet("s", "k") == nil {
+			t.Error("a retry (not the run's end) dropped the run's variable")
+		}
+	})
+
 	t.Run("ExpiryAndGC", func(t *testing.T) {
 		t.Parallel()
 		h := s.durableWaits(t)

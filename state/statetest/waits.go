@@ -296,6 +296,26 @@ func (s *suite) testWaits(t *testing.T) {
 		sameSnapshot(t, "refused ParkRun", before, h.snapshot(run.ID))
 	})
 
+	t.Run("CancelWhileEntering", func(t *testing.T) {
+		t.Parallel()
+		h := s.durableWaits(t)
+		run, l := h.startOwn(runnerA)
+		k := stepKey(run, "", "w")
+		h.pause(k, l)
+		w := h.register(&state.RegisterWaitParams{StepKey: k, Lease: l, Signal: "go"})
+		// Between 2 and 3 the run is still held: the cancel is a request.
+		c, err := h.a.CancelRun(h.ctx(), &state.CancelRunParams{RunID: run.ID})
+		if err != nil || !c.CancelRequested || c.Status != starflowtype.RunPaused {
+			t.Fatalf("CancelRun = %+v, %v; want a request on the paused, held run", c, err)
+		}
+		// No runner would see it once parked: ParkRun ends the run.
+		r := h.park(run.ID, l)
+		equal(t, "ParkRun status", r.Status, starflowtype.RunCancelled)
+		equal(t, "ParkRun claim_state", r.ClaimState, starflowtype.ClaimComplete)
+		h.wantWait(w.ID, starflowtype.WaitCancelled, "")
+		equal(t, "step", h.step(k).Status, starflowtype.StepCancelled)
+	})
+
 	t.Run("InboxByRun", func(t *testing.T) {
 		t.Parallel()
 		h := s.durableWaits(t)
