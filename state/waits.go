@@ -46,6 +46,54 @@ import (
 // written. CancelRun also cancels the run's non-terminal children
 // (recursively). The sweep cancels the pending waits of the attempt it
 // interrupts.
+//
+// Details every adapter implements the same way (state/statetest checks
+// them):
+//   - A wait is stored in its run's workspace (RegisterWaitParams.WorkspaceID
+//     is not used); a child wait registered without a Signal is stored with
+//     signal starflowtype.ChildSignal.
+//   - OnRunStart on a paused run (a woken run's resume) writes status
+//     running, clears checkpoint_json (ClaimRun returned it) and appends
+//     run_resumed instead of run_started. OnRunStart clears checkpoint_json
+//     on every start.
+//   - ParkRun of a run that is not paused is ErrConflict. ParkRun of a run
+//     an operator asked to cancel while it entered its wait (claimed or
+//     running, so CancelRun only set cancel_requested) ends it there as an
+//     immediate cancel does, and returns it cancelled: no runner would see
+//     the request once it is parked.
+//   - Inbox matching (RegisterWait): an entry addressed to the run matches
+//     when its signal equals the wait's and it has no correlation key or the
+//     wait's; an entry addressed by key alone (run_id NULL) matches a wait of
+//     the same workspace, signal and key. The oldest (created_at, then
+//     insertion order) is consumed; one entry wakes one wait.
+//   - Signal wakes the oldest pending signal or approval wait that matches
+//     and whose timeout has not passed; child and timer waits are never
+//     woken by Signal. WakeWait of a wait whose timeout passed (not yet
+//     fired by the poller) is ErrWaitClosed and changes nothing.
+//   - Wake payloads: the caller's (Signal, WakeWait, inbox) as given;
+//     timers {"fired_at": "<database now, RFC 3339>"}; timeouts
+//     {"timed_out": true}; a child's end ChildPayload. The wake_received
+//     event's payload is WakePayload (wait_id, kind, status, via, signal),
+//     not the wake payload.
+//   - A child's end is delivered only to a parent that exists and has not
+//     ended (a parent that ended waits for nothing; its resume is a new
+//     attempt with new children).
+//   - An attempt that ends while the run goes on (the sweep, OnRunError
+//     re-queueing or holding for an operator) gives the wakes it received
+//     but never resumed (a woken wait whose step row is still waiting) back
+//     to the inbox, addressed to the run with the wait's signal and key,
+//     so the next attempt's wait consumes them: a signal that arrived
+//     between RegisterWait and a crash is applied once, not lost. Timer
+//     wakes are not given back (the next attempt starts its timer again).
+//   - Change (hooks): Waits lists every wait row the write inserted or
+//     changed, as written; SessionVars the variables upserted, and those
+//     removed with a nil Value; a write that also changed other runs than
+//     its RunID (a child's end re-queueing its parent, a cancel cascading
+//     to children) lists them in Runs.
+//   - Faultpoints: "<dialect>.<Op>.before_commit" for every Waiter write
+//     as for the other writes, and inside every wake "<dialect>.wake.after_wait"
+//     (the wait row completed) and "<dialect>.wake.after_event"
+//     (wake_received appended, run not yet re-queued).
 type Waiter interface {
 	// OnRunPaused is commit boundary 1 (seed: onRunPaused + saveCheckpoint
 	// + recordPhaseIfChanged, one transaction, fenced): status paused,
