@@ -435,10 +435,13 @@ func (e *Engine) WaitRun(ctx context.Context, runID string) (*starflowtype.Run, 
 }
 
 // Settled reports whether a run will not move again without an operator or
-// an external wake: a terminal status, or interrupted and not queued.
+// an external wake: a terminal status, or interrupted and neither queued
+// nor claimed (a runner that just claimed a retry has not written
+// OnRunStart yet, so the status is still interrupted).
 func Settled(run *starflowtype.Run) bool {
 	return run.Status.Terminal() ||
-		(run.Status == starflowtype.RunInterrupted && run.ClaimState != starflowtype.ClaimQueued)
+		(run.Status == starflowtype.RunInterrupted && run.ClaimState != starflowtype.ClaimQueued &&
+			run.ClaimState != starflowtype.ClaimClaimed && run.ClaimState != starflowtype.ClaimRunning)
 }
 
 func (e *Engine) broadcast() {
