@@ -92,14 +92,15 @@ output: "${{ steps.approve.output }}"
 var boundaryPoints = []struct {
 	point   string
 	inTxn   bool
+	woke    bool // the signal finds the wait registered (else: the inbox)
 	comment string
 }{
-	{"sqlite.OnRunPaused.before_commit", true, "paused + checkpoint + phase not yet committed"},
-	{"engine.wait.after_paused", false, "paused committed, wait not registered: the signal goes to the inbox"},
-	{"sqlite.RegisterWait.before_commit", true, "wait row not yet committed: no token may be out"},
-	{"engine.wait.after_register", false, "wait registered, run still leased: the signal wakes the wait, ParkRun must queue"},
-	{"engine.wait.before_notify", false, "wait registered, notify not sent yet"},
-	{"sqlite.ParkRun.before_commit", true, "wait registered, lease not yet released"},
+	{"sqlite.OnRunPaused.before_commit", true, false, "paused + checkpoint + phase not yet committed"},
+	{"engine.wait.after_paused", false, false, "paused committed, wait not registered: the signal goes to the inbox"},
+	{"sqlite.RegisterWait.before_commit", true, false, "wait row not yet committed: no token may be out"},
+	{"engine.wait.after_register", false, true, "wait registered, run still leased: the signal wakes the wait, ParkRun must queue"},
+	{"engine.wait.before_notify", false, true, "wait registered, notify not sent yet"},
+	{"sqlite.ParkRun.before_commit", true, true, "wait registered, lease not yet released"},
 }
 
 // TestCrashAtWaitCommitBoundaries (issue 5, Acceptance; the seed's
@@ -135,6 +136,9 @@ func TestCrashAtWaitCommitBoundaries(t *testing.T) {
 				worker.kill(t)
 			}
 			t.Logf("%s (%s): %s", bp.point, bp.comment, strings.TrimSpace(out))
+			if want := map[bool]string{true: "woke wait", false: "held in the wake inbox"}[bp.woke]; !strings.Contains(out, want) {
+				t.Errorf("starflow signal at %s said %q, want %q", bp.point, strings.TrimSpace(out), want)
+			}
 
 			d.startProc("dev", nil, "--lease-ttl", "2s", "--heartbeat", "500ms", "--poll-interval", "100ms", "--sweep-interval", "500ms")
 			r := d.waitRunEnded(id, 90*time.Second)
