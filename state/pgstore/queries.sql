@@ -525,10 +525,16 @@ SELECT id::text FROM workflow_waits
  LIMIT 1;
 
 -- name: due_waits
--- The poller's selection: pending waits whose timer or timeout is due.
-SELECT id::text FROM workflow_waits
- WHERE status = 'pending' AND (wake_at <= now() OR expires_at <= now())
- ORDER BY least(wake_at, expires_at), seq
+-- The poller's selection: pending waits whose timer or timeout is due,
+-- earliest deadline first. Each branch walks its partial index.
+SELECT id::text FROM (
+       SELECT id, wake_at AS due, seq FROM workflow_waits
+        WHERE status = 'pending' AND wake_at IS NOT NULL AND wake_at <= now()
+       UNION ALL
+       SELECT id, expires_at, seq FROM workflow_waits
+        WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= now()) d
+ GROUP BY id
+ ORDER BY min(due), min(seq)
  LIMIT $1;
 
 -- name: pending_notifies

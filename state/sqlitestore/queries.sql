@@ -422,13 +422,18 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?14, ?15,
 -- name: inbox_match
 -- The oldest unconsumed inbox entry for a wait being registered: addressed
 -- to its run (and, when the entry has a key, to its key), or addressed by
--- key alone in its workspace.
-SELECT id, coalesce(payload_json, 'null') FROM workflow_wake_inbox
- WHERE consumed_at IS NULL
-   AND signal = ?3
-   AND ((run_id = ?1 AND (correlation_key IS NULL OR correlation_key = ?4))
-     OR (run_id IS NULL AND workspace_id = ?2 AND ?4 <> '' AND correlation_key = ?4))
- ORDER BY created_at, rowid
+-- key alone in its workspace. Each branch walks its partial index.
+SELECT id, payload FROM (
+       SELECT id, coalesce(payload_json, 'null') AS payload, created_at, rowid AS r
+         FROM workflow_wake_inbox
+        WHERE consumed_at IS NULL AND run_id = ?1 AND signal = ?3
+          AND (correlation_key IS NULL OR correlation_key = ?4)
+       UNION ALL
+       SELECT id, coalesce(payload_json, 'null'), created_at, rowid
+         FROM workflow_wake_inbox
+        WHERE consumed_at IS NULL AND run_id IS NULL AND workspace_id = ?2 AND signal = ?3
+          AND ?4 <> '' AND correlation_key = ?4)
+ ORDER BY created_at, r
  LIMIT 1;
 
 -- name: inbox_consume
@@ -480,12 +485,18 @@ RETURNING claim_state;
 -- name: pending_wait_for_signal
 -- The oldest pending signal or approval wait a signal wakes: of the run
 -- (with the key when one is given), or by key in the workspace.
-SELECT id FROM workflow_waits
- WHERE status = 'pending' AND kind IN ('signal', 'approval') AND signal = ?3
-   AND ((?1 <> '' AND run_id = ?1 AND (?4 = '' OR correlation_key = ?4))
-     OR (?1 = '' AND workspace_id = ?2 AND correlation_key = ?4))
-   AND (expires_at IS NULL OR expires_at > strftime('%Y-%m-%dT%H:%M:%fZ','now'))
- ORDER BY created_at, rowid
+SELECT id FROM (
+       SELECT id, created_at, rowid AS r FROM workflow_waits
+        WHERE ?1 <> '' AND run_id = ?1 AND status = 'pending'
+          AND kind IN ('signal', 'approval') AND signal = ?3
+          AND (?4 = '' OR correlation_key = ?4)
+          AND (expires_at IS NULL OR expires_at > strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+       UNION ALL
+       SELECT id, created_at, rowid FROM workflow_waits
+        WHERE ?1 = '' AND status = 'pending' AND workspace_id = ?2 AND signal = ?3
+          AND correlation_key = ?4 AND kind IN ('signal', 'approval')
+          AND (expires_at IS NULL OR expires_at > strftime('%Y-%m-%dT%H:%M:%fZ','now')))
+ ORDER BY created_at, r
  LIMIT 1;
 
 -- name: pending_child_wait
@@ -495,12 +506,18 @@ SELECT id FROM workflow_waits
  LIMIT 1;
 
 -- name: due_waits
--- The poller's selection: pending waits whose timer or timeout is due.
-SELECT id FROM workflow_waits
- WHERE status = 'pending'
-   AND (wake_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now')
-     OR expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now'))
- ORDER BY min(coalesce(wake_at, expires_at), coalesce(expires_at, wake_at)), rowid
+-- The poller's selection: pending waits whose timer or timeout is due,
+-- earliest deadline first. Each branch walks its partial index.
+SELECT id FROM (
+       SELECT id, wake_at AS due, rowid AS r FROM workflow_waits
+        WHERE status = 'pending' AND wake_at IS NOT NULL
+          AND wake_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now')
+       UNION ALL
+       SELECT id, expires_at AS due, rowid AS r FROM workflow_waits
+        WHERE status = 'pending' AND expires_at IS NOT NULL
+          AND expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+ GROUP BY id
+ ORDER BY min(due), min(r)
  LIMIT ?;
 
 -- name: pending_notifies

@@ -85,7 +85,12 @@ CREATE TABLE wake_keys (
     seq        bigserial NOT NULL
 );
 
+-- A cancel cascades to a run's children.
+CREATE INDEX idx_workflow_runs_parent
+    ON workflow_runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
+
 -- +goose Down
+DROP INDEX idx_workflow_runs_parent;
 DROP TABLE wake_keys;
 DROP TABLE workflow_session_vars;
 DROP TABLE workflow_wake_inbox;

@@ -82,7 +82,12 @@ CREATE TABLE wake_keys (
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
 );
 
+-- A cancel cascades to a run's children.
+CREATE INDEX idx_workflow_runs_parent
+    ON workflow_runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
+
 -- +goose Down
+DROP INDEX idx_workflow_runs_parent;
 DROP TABLE wake_keys;
 DROP TABLE workflow_session_vars;
 DROP TABLE workflow_wake_inbox;
