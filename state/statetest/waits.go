@@ -3,6 +3,7 @@ package statetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -401,6 +402,45 @@ func (s *suite) testWaits(t *testing.T) {
 		}
 		if _, err := h.a.Signal(h.ctx(), &state.SignalParams{RunID: run.ID}); err == nil {
 			t.Error("Signal without a name: no error")
+		}
+	})
+
+	t.Run("SignalRacesRegistration", func(t *testing.T) {
+		t.Parallel()
+		h := s.durableWaits(t)
+		// A signal sent while its wait registers is never lost: it wakes
+		// the wait, or waits in the inbox and is consumed by it.
+		for i := range 20 {
+			byKey := i%2 == 0
+			run, l := h.startOwn(runnerA)
+			k := stepKey(run, "", "w")
+			h.pause(k, l)
+			key := fmt.Sprintf("key-%d", i)
+			sp := state.SignalParams{Signal: "go", Payload: json.RawMessage(`1`)}
+			if byKey {
+				sp.CorrelationKey = key
+			} else {
+				sp.RunID = run.ID
+			}
+			var wg sync.WaitGroup
+			var sigErr, regErr error
+			var w *starflowtype.Wait
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				_, sigErr = h.a.Signal(h.ctx(), &sp)
+			}()
+			go func() {
+				defer wg.Done()
+				w, regErr = h.a.RegisterWait(h.ctx(), &state.RegisterWaitParams{StepKey: k, Lease: l,
+					Kind: starflowtype.WaitSignal, Signal: "go", CorrelationKey: key})
+			}()
+			wg.Wait()
+			if sigErr != nil || regErr != nil {
+				t.Fatalf("round %d: Signal: %v, RegisterWait: %v", i, sigErr, regErr)
+			}
+			h.wantWait(w.ID, starflowtype.WaitWoken, `1`)
+			equal(t, fmt.Sprintf("round %d: ParkRun", i), h.park(run.ID, l).ClaimState, starflowtype.ClaimQueued)
 		}
 	})
 
