@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/starflowtype"
@@ -190,5 +191,59 @@ output: "${{ variables }}"
 				sink.next(t)
 			}
 		})
+	}
+}
+
+// A lane parked at a wait while a sibling lane failed, inside a try that
+// catches the failure: the waiting step is given up (recorded failed), so
+// a later wake of its wait does not re-queue the run over and over; the
+// run goes on to its next wait and ends normally.
+func TestWaitAbandonedWhenTryCatchesSiblingFailure(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, starflow.Config{})
+	h.start()
+	h.apply(`name: abandon
+steps:
+  - id: guard
+    try:
+      steps:
+        - id: fan
+          parallel:
+            fail_fast: false
+            lanes:
+              a: [{id: wa, wait: {signal: a}}]
+              b: [{id: boom, fail: {message: broken}}]
+      catch:
+        - id: handled
+          context_set: {caught: "${{ error.message }}"}
+  - id: final
+    wait: {signal: final}
+output: "${{ [variables.caught, steps.final.output] }}"
+`)
+	run := h.enqueue("abandon", nil)
+	awaitRun(t, h, run.ID, "parked at final", func(r *starflowtype.Run) bool {
+		return r.ClaimState == starflowtype.ClaimParked && len(h.waits(run.ID)) == 2
+	})
+	if st := stepByID(h.steps(run.ID), "wa"); st == nil || st.Status != starflowtype.StepFailed || !strings.Contains(st.Error, "abandoned") {
+		t.Fatalf("abandoned wait step: %+v", st)
+	}
+	// A stray wake of the abandoned wait: the run is claimed at most once
+	// and parks again.
+	if res, err := h.eng.Signal(context.Background(), run.ID, "a", nil); err != nil || res.Wait == nil {
+		t.Fatalf("stray signal: %+v %v", res, err)
+	}
+	claims := func() int { return countEvents(h.events(run.ID), starflowtype.EventRunClaimed, "") }
+	before := claims()
+	awaitParked(t, h, run.ID)
+	time.Sleep(300 * time.Millisecond)
+	if n := claims(); n > before+1 {
+		t.Fatalf("the run was claimed %d more times after a stray wake", n-before)
+	}
+	if _, err := h.eng.Signal(context.Background(), run.ID, "final", json.RawMessage(`"done"`)); err != nil {
+		t.Fatal(err)
+	}
+	end := awaitEnd(t, h, run.ID)
+	if end.Status != starflowtype.RunSucceeded || string(end.Output) != `["broken","done"]` {
+		t.Fatalf("run %s %s: %s", end.Status, end.Error, end.Output)
 	}
 }

@@ -51,8 +51,11 @@ type runState struct {
 	// restored holds the checkpoints restored instead of executed, by
 	// scope path + "\x00" + step id. Read-only once loaded.
 	restored map[string]*starflowtype.Checkpoint
-	mu       sync.Mutex // guards phase
+	mu       sync.Mutex // guards phase and waiting
 	phase    string
+	// waiting lists the step instances that entered a durable wait in
+	// this execution and have not been closed (see closeWaiting).
+	waiting []waitingStep
 }
 
 // Execute runs a claimed run whose OnRunStart has been written, under

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -198,6 +199,9 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 		return fmt.Errorf("step %s: pause: %w", s.ID, err)
 	}
 	rs.hook(WaitAfterPaused, key)
+	rs.mu.Lock()
+	rs.waiting = append(rs.waiting, waitingStep{scope: scope, stepID: s.ID, kind: kind})
+	rs.mu.Unlock()
 	if w != nil {
 		return errParked // registered before; notify is the maintenance pass's
 	}
@@ -257,6 +261,48 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 		}
 	}
 	return errParked
+}
+
+// waitingStep is a step instance that entered a durable wait.
+type waitingStep struct{ scope, stepID, kind string }
+
+// closeWaiting records as failed the step instances inside list (run in
+// scope) that entered a wait during this execution: a try around them
+// caught a sibling's failure, so the run goes on without them. Their step
+// rows must not stay waiting — a later wake of their wait would otherwise
+// make ParkRun re-queue the run for a step that never runs again.
+func (rs *runState) closeWaiting(scope string, list []*workflow.Step) error {
+	inside := map[string]bool{}
+	var walk func([]*workflow.Step)
+	walk = func(l []*workflow.Step) {
+		for _, s := range l {
+			inside[s.ID] = true
+			for _, c := range s.Children() {
+				walk(c)
+			}
+		}
+	}
+	walk(list)
+	rs.mu.Lock()
+	var closing []waitingStep
+	kept := rs.waiting[:0]
+	for _, w := range rs.waiting {
+		below := scope == "" || w.scope == scope || strings.HasPrefix(w.scope, scope+"/")
+		if below && inside[w.stepID] {
+			closing = append(closing, w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	rs.waiting = kept
+	rs.mu.Unlock()
+	for _, w := range closing {
+		err := errors.New("abandoned: the enclosing try caught a failure while this step waited")
+		if werr := rs.led.nodeError(rs.root, w.scope, w.stepID, w.kind, 1, err); werr != nil {
+			return werr
+		}
+	}
+	return nil
 }
 
 // signingKey is the first key of the ring.
