@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -293,5 +294,51 @@ output: "${{ [steps.cart.output, steps.scratch.output, steps.brief.output] }}"
 	}
 	if v, err := h.store.SessionGet(context.Background(), &state.SessionGetParams{WorkspaceID: "default", SessionID: "u1", Key: "cart"}); err != nil || v.OriginRunID != w.ID || v.KeepUntil.IsZero() {
 		t.Fatalf("kept variable: %+v %v", v, err)
+	}
+}
+
+// 64 concurrent wakes with the same token: exactly one applies, the others
+// get ErrWaitClosed.
+func TestWakeConcurrentSameToken(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, starflow.Config{})
+	sink, srv := newNotifySink(t, h.store)
+	h.start()
+	h.apply(`name: race
+steps:
+  - id: w
+    wait: {signal: go, notify: {url: "` + srv.URL + `"}}
+`)
+	run := h.enqueue("race", nil)
+	token := sink.next(t)["token"].(string)
+	awaitParked(t, h, run.ID)
+	const n = 64
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for i := range n {
+		go func() {
+			<-start
+			_, err := h.eng.Wake(context.Background(), token, json.RawMessage(fmt.Sprint(i)))
+			errs <- err
+		}()
+	}
+	close(start)
+	ok, closed := 0, 0
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case errors.Is(err, starflowtype.ErrWaitClosed):
+			closed++
+		default:
+			t.Errorf("unexpected error: %v", err)
+		}
+	}
+	if ok != 1 || closed != n-1 {
+		t.Fatalf("%d wakes applied, %d refused as closed; want 1 and %d", ok, closed, n-1)
+	}
+	end := awaitEnd(t, h, run.ID)
+	if end.Status != starflowtype.RunSucceeded || countEvents(h.events(run.ID), starflowtype.EventWakeReceived, "") != 1 {
+		t.Fatalf("run %s: %v", end.Status, eventTypes(h.events(run.ID)))
 	}
 }
