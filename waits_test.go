@@ -133,6 +133,11 @@ func TestWaitSignalEndToEnd(t *testing.T) {
 	if st := stepByID(h.steps(run.ID), "approve"); st == nil || st.Status != starflowtype.StepWaiting {
 		t.Fatalf("approve step row: %+v", st)
 	}
+	// The sweep ignores a parked run.
+	if swept, err := h.eng.Sweep(context.Background()); err != nil || len(swept) != 0 {
+		t.Fatalf("sweep of a parked run: %v %v", swept, err)
+	}
+	awaitParked(t, h, run.ID)
 
 	res, err := h.eng.Signal(context.Background(), run.ID, "go", json.RawMessage(`{"ok": true}`))
 	if err != nil || res.Wait == nil || res.Inbox != nil {

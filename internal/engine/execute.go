@@ -83,7 +83,9 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 		log.Info("run succeeded", "duration_ms", r.DurationMS)
 		return OutcomeSucceeded, nil
 	}
-	if errors.Is(err, errParked) && !rs.realStop(err) {
+	if errors.Is(err, errParked) {
+		// Parked, even when the runner is stopping meanwhile: ParkRun is
+		// the release (and is refused, like any write, if the lease was lost).
 		return rs.park(ctx)
 	}
 	if errors.Is(err, starflowtype.ErrCancelRequested) && ctx.Err() == nil {
