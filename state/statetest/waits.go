@@ -549,6 +549,46 @@ func (s *suite) testWaits(t *testing.T) {
 		}
 	})
 
+	t.Run("ConcurrentPollers", func(t *testing.T) {
+		t.Parallel()
+		h := s.durableWaits(t)
+		const n = 20
+		var ids []string
+		for range n {
+			run, l := h.startOwn(runnerA)
+			h.waitOn(stepKey(run, "", "sleep"), l, state.RegisterWaitParams{Kind: starflowtype.WaitTimer, WakeAt: time.Now().Add(-time.Second)})
+			ids = append(ids, run.ID)
+		}
+		var mu sync.Mutex
+		fired := map[string]int{}
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ws, err := h.a.FireDueWaits(h.ctx(), &state.FireDueWaitsParams{})
+				if err != nil {
+					t.Errorf("FireDueWaits: %v", err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, w := range ws {
+					fired[w.ID]++
+				}
+			}()
+		}
+		wg.Wait()
+		equal(t, "waits fired by four concurrent pollers", len(fired), n)
+		for id, c := range fired {
+			if c != 1 {
+				t.Errorf("wait %s reported fired %d times", id, c)
+			}
+		}
+		for _, id := range ids {
+			equal(t, "wake_received of run "+id, h.countEvents(id, starflowtype.EventWakeReceived), 1)
+		}
+	})
+
 	t.Run("Timeout", func(t *testing.T) {
 		t.Parallel()
 		h := s.durableWaits(t)
@@ -855,6 +895,12 @@ func (s *suite) testWaits(t *testing.T) {
 			ch.Run == nil || ch.Run.ClaimState != starflowtype.ClaimQueued || !hasEvent(ch.Events, starflowtype.EventWakeReceived) {
 			t.Errorf("WakeWait change: waits %s run %+v events %v", dump(ch.Waits), ch.Run, eventTypes(ch.Events))
 		}
+		// A failing hook rolls a wake back.
+		rec.setFail("Signal")
+		_, err := h.a.Signal(h.ctx(), &state.SignalParams{RunID: run.ID, Signal: "other"})
+		wantErrIs(t, "Signal with a failing hook", err, errHook)
+		rec.setFail("")
+
 		c := h.claimOwn(run.ID, runnerA)
 		if _, err := h.a.OnRunStart(h.ctx(), &state.RunStartParams{RunID: run.ID, Lease: c.Lease()}); err != nil {
 			t.Fatal(err)
@@ -876,6 +922,26 @@ func (s *suite) testWaits(t *testing.T) {
 		}
 		if len(ch.Waits) != 1 || ch.Waits[0].ID != pending.ID || ch.Waits[0].Status != starflowtype.WaitCancelled {
 			t.Errorf("OnRunComplete change waits = %s, want the pending one cancelled", dump(ch.Waits))
+		}
+		if len(ch.Runs) != 0 {
+			t.Errorf("OnRunComplete of a run without parent: Change.Runs = %s", dump(ch.Runs))
+		}
+
+		// A child's end that wakes its parked parent lists the parent.
+		parent, pl := h.startOwn(runnerA)
+		child := h.enqueue(&state.EnqueueRunParams{ParentRunID: parent.ID, TriggerType: starflowtype.TriggerChild})
+		pw, _ := h.waitOn(stepKey(parent, "", "call"), pl, state.RegisterWaitParams{Kind: starflowtype.WaitChild, CorrelationKey: child.ID})
+		_, cl := h.claimStartOwn(child.ID, runnerB)
+		if _, err := h.a.OnRunComplete(h.ctx(), &state.RunCompleteParams{RunID: child.ID, Lease: cl}); err != nil {
+			t.Fatal(err)
+		}
+		ch = rec.last("OnRunComplete")
+		equal(t, "child's end: RunID", ch.RunID, child.ID)
+		if len(ch.Runs) != 1 || ch.Runs[0].ID != parent.ID || ch.Runs[0].ClaimState != starflowtype.ClaimQueued {
+			t.Errorf("child's end: Change.Runs = %s, want the re-queued parent", dump(ch.Runs))
+		}
+		if len(ch.Waits) != 1 || ch.Waits[0].ID != pw.ID || ch.Waits[0].Status != starflowtype.WaitWoken {
+			t.Errorf("child's end: Change.Waits = %s, want the parent's woken wait", dump(ch.Waits))
 		}
 	})
 }
