@@ -54,11 +54,12 @@ func NewSessionGC(store state.Waiter, cfg SessionGCConfig) *SessionGC {
 	return g
 }
 
-// Pass removes every expired session variable now and returns how many
-// it removed (on error: how many so far, and the error).
+// Pass removes every expired session variable now (in batches of
+// BatchLimit, at most 100 per pass) and returns how many it removed (on
+// error: how many so far, and the error).
 func (g *SessionGC) Pass(ctx context.Context) (int64, error) {
 	var total int64
-	for {
+	for range maxBatchesPerPass {
 		n, err := g.store.DeleteExpiredSessionVars(ctx, &state.DeleteExpiredSessionVarsParams{Limit: g.cfg.BatchLimit})
 		total += n
 		if err != nil {

@@ -9,6 +9,10 @@ import (
 	"github.com/starflow/starflow/state"
 )
 
+// maxBatchesPerPass bounds one pass of a batched store call, so that a
+// pass ends even if the store kept returning full batches.
+const maxBatchesPerPass = 100
+
 // Timer poller defaults (SPEC §6).
 const (
 	TimerIntervalDefault   = time.Second
@@ -69,12 +73,13 @@ func NewTimerPoller(store state.Waiter, cfg TimerConfig) *TimerPoller {
 
 // Pass fires every due timer and timeout now and returns the waits it
 // changed (woken or timed_out). It calls FireDueWaits until a batch comes
-// back shorter than BatchLimit; on error it returns what it changed so
+// back shorter than BatchLimit (at most 100 batches; the next pass takes
+// the rest); on error it returns what it changed so
 // far with the error.
 func (p *TimerPoller) Pass(ctx context.Context) ([]*starflowtype.Wait, error) {
 	var changed []*starflowtype.Wait
 	var err error
-	for {
+	for range maxBatchesPerPass {
 		var batch []*starflowtype.Wait
 		batch, err = p.store.FireDueWaits(ctx, &state.FireDueWaitsParams{Limit: p.cfg.BatchLimit})
 		changed = append(changed, batch...)

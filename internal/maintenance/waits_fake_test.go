@@ -179,3 +179,19 @@ func TestPeriodicTriggerAndDoubleStart(t *testing.T) {
 		t.Fatal("Trigger did not run a pass")
 	}
 }
+
+// TestPassesEndWhenTheStoreKeepsReturningFullBatches: a store that never
+// runs dry (a bug, or waits falling due faster than one pass clears them)
+// cannot keep a pass going for ever.
+func TestPassesEndWhenTheStoreKeepsReturningFullBatches(t *testing.T) {
+	f := &fakeWaiter{due: 1 << 30, expired: 1 << 40}
+	p := NewTimerPoller(f, TimerConfig{BatchLimit: 10, Logger: quiet()})
+	fired, err := p.Pass(context.Background())
+	if err != nil || len(fired) != 10*maxBatchesPerPass || len(f.fireArgs) != maxBatchesPerPass {
+		t.Fatalf("fired %d in %d calls (%v); want %d in %d", len(fired), len(f.fireArgs), err, 10*maxBatchesPerPass, maxBatchesPerPass)
+	}
+	n, err := NewSessionGC(f, SessionGCConfig{BatchLimit: 10, Logger: quiet()}).Pass(context.Background())
+	if err != nil || n != 10*maxBatchesPerPass {
+		t.Fatalf("GC removed %d (%v), want %d", n, err, 10*maxBatchesPerPass)
+	}
+}
