@@ -56,6 +56,9 @@ import (
 //     running, clears checkpoint_json (ClaimRun returned it) and appends
 //     run_resumed instead of run_started. OnRunStart clears checkpoint_json
 //     on every start.
+//   - A wake re-queues a parked run only when the woken wait's step row
+//     is still waiting: a wait whose step the engine gave up (recorded
+//     failed) is completed but resumes nothing.
 //   - ParkRun of a run that is not paused is ErrConflict. ParkRun of a run
 //     an operator asked to cancel while it entered its wait (claimed or
 //     running, so CancelRun only set cancel_requested) ends it there as an

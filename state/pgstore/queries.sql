@@ -482,10 +482,14 @@ UPDATE workflow_waits
    AND (NOT $4::boolean OR expires_at IS NULL OR expires_at > now());
 
 -- name: requeue_parked
--- A wake re-queues a parked run (available now).
+-- A wake re-queues a parked run (available now), unless the woken wait's
+-- step no longer waits (the engine gave it up): nothing would resume it.
 UPDATE workflow_runs
    SET claim_state = 'queued', available_at = now(), updated_at = now()
  WHERE id = $1 AND claim_state = 'parked'
+   AND EXISTS (SELECT 1 FROM workflow_steps
+                WHERE run_id = $1 AND attempt = $2 AND scope_path = $3 AND step_id = $4
+                  AND status = 'waiting')
 RETURNING coalesce(runner_pool, '');
 
 -- name: park_run

@@ -559,7 +559,7 @@ func (s *Store) wake(ctx context.Context, t *txn, w *starflowtype.Wait, status s
 	}
 	faultpoint.Hit("postgres.wake.after_event")
 	var pool string
-	err = t.tx.QueryRow(ctx, q("requeue_parked"), w.RunID).Scan(&pool)
+	err = t.tx.QueryRow(ctx, q("requeue_parked"), w.RunID, w.Attempt, w.ScopePath, w.StepID).Scan(&pool)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:

@@ -456,12 +456,16 @@ UPDATE workflow_waits
    AND (?4 = 0 OR expires_at IS NULL OR expires_at > strftime('%Y-%m-%dT%H:%M:%fZ','now'));
 
 -- name: requeue_parked
--- A wake re-queues a parked run (available now).
+-- A wake re-queues a parked run (available now), unless the woken wait's
+-- step no longer waits (the engine gave it up): nothing would resume it.
 UPDATE workflow_runs
    SET claim_state  = 'queued',
        available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
        updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ? AND claim_state = 'parked';
+ WHERE id = ?1 AND claim_state = 'parked'
+   AND EXISTS (SELECT 1 FROM workflow_steps
+                WHERE run_id = ?1 AND attempt = ?2 AND scope_path = ?3 AND step_id = ?4
+                  AND status = 'waiting');
 
 -- name: park_run
 -- Commit boundary 3: the lease is released; queued at once when a wait of

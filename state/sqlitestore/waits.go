@@ -510,7 +510,7 @@ func (s *Store) wake(ctx context.Context, t *txn, w *starflowtype.Wait, status s
 		return err
 	}
 	faultpoint.Hit("sqlite.wake.after_event")
-	if _, err := t.exec(ctx, "requeue_parked", w.RunID); err != nil {
+	if _, err := t.exec(ctx, "requeue_parked", w.RunID, w.Attempt, w.ScopePath, w.StepID); err != nil {
 		return translate(err)
 	}
 	return nil

@@ -287,6 +287,28 @@ func (s *suite) testWaits(t *testing.T) {
 		h.claimOwn(run.ID, runnerB)
 	})
 
+	t.Run("WakeOfGivenUpStep", func(t *testing.T) {
+		t.Parallel()
+		h := s.durableWaits(t)
+		run, l := h.startOwn(runnerA)
+		ka, kb := stepKey(run, "lane-a", "w"), stepKey(run, "lane-b", "w")
+		h.pause(ka, l)
+		wa := h.register(&state.RegisterWaitParams{StepKey: ka, Lease: l, Signal: "a"})
+		h.pause(kb, l)
+		wb := h.register(&state.RegisterWaitParams{StepKey: kb, Lease: l, Signal: "b"})
+		// The engine gave lane b's step up (a sibling failed in its try).
+		if err := h.a.OnNodeError(h.ctx(), &state.NodeErrorParams{StepKey: kb, Lease: l, Kind: "wait", Try: 1, Error: "given up"}); err != nil {
+			t.Fatal(err)
+		}
+		h.park(run.ID, l)
+		h.signal(state.SignalParams{RunID: run.ID, Signal: "b"})
+		h.wantWait(wb.ID, starflowtype.WaitWoken, "")
+		h.wantClaim(run.ID, starflowtype.RunPaused, starflowtype.ClaimParked) // nothing would resume b
+		h.signal(state.SignalParams{RunID: run.ID, Signal: "a"})
+		h.wantWait(wa.ID, starflowtype.WaitWoken, "")
+		h.wantClaim(run.ID, starflowtype.RunPaused, starflowtype.ClaimQueued)
+	})
+
 	t.Run("ParkNeedsPause", func(t *testing.T) {
 		t.Parallel()
 		h := s.durableWaits(t)
