@@ -64,8 +64,15 @@ type cliResult struct {
 // printed and its exit status.
 func (d *liteDeploy) cli(args ...string) cliResult {
 	d.t.Helper()
+	return d.cliEnv(nil, args...)
+}
+
+// cliEnv is cli with extra environment variables.
+func (d *liteDeploy) cliEnv(env []string, args ...string) cliResult {
+	d.t.Helper()
 	cmd := exec.Command(binary, append(args, "--db", d.db)...)
 	cmd.Dir = d.dir
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
