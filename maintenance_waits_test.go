@@ -131,3 +131,46 @@ func TestFireDueWaitsAndCollectSessionVarsOnDemand(t *testing.T) {
 		t.Fatalf("CollectSessionVars removed %d (%v), want 1", n, err)
 	}
 }
+
+// TestMaintenanceRunsSessionGC: with Config.Maintenance the session GC
+// runs at Start and every SessionGCInterval, removing expired variables.
+func TestMaintenanceRunsSessionGC(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, starflow.Config{NoRunner: true, Maintenance: true, WaitMaintenance: starflow.WaitMaintenanceConfig{
+		SessionGCInterval: 20 * time.Millisecond,
+	}})
+	ctx := context.Background()
+	id, _ := parkWait(t, h.store, state.RegisterWaitParams{Kind: starflowtype.WaitTimer, WakeAt: time.Now().Add(-time.Second)})
+	if _, err := h.eng.FireDueWaits(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.store.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: "t2", LeaseTTL: time.Minute, RunID: id})
+	if err != nil || c == nil {
+		t.Fatalf("claim: %v %v", c, err)
+	}
+	lease := starflowtype.Lease{RunnerID: "t2", Epoch: c.LeaseEpoch}
+	for key, until := range map[string]time.Time{"gone": time.Now().Add(300 * time.Millisecond), "kept": time.Now().Add(time.Hour)} {
+		if _, err := h.store.SessionSet(ctx, &state.SessionSetParams{WorkspaceID: state.DefaultWorkspace, SessionID: "s", Key: key,
+			Value: json.RawMessage(`1`), RunID: id, Lease: lease, KeepUntil: until}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.start()
+	count := func() int {
+		var n int
+		if err := h.store.DB().QueryRow(`SELECT count(*) FROM workflow_session_vars`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for count() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d session variables after 30 s, want the expired one removed", count())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := h.store.SessionGet(ctx, &state.SessionGetParams{WorkspaceID: state.DefaultWorkspace, SessionID: "s", Key: "kept"}); err != nil {
+		t.Fatalf("the live variable: %v", err)
+	}
+}
