@@ -50,6 +50,9 @@ func TestCrashAtWaitCommitBoundariesPostgres(t *testing.T) {
 				out = signal()
 				worker.kill(t)
 			}
+			if n, want := rec.count(), wantNotifies(bp.notified); n != want {
+				t.Errorf("%d notify requests before the restart, want %d", n, want)
+			}
 			if want := map[bool]string{true: "woke wait", false: "held in the wake inbox"}[bp.woke]; !strings.Contains(out, want) {
 				t.Errorf("starflow signal at %s said %q, want %q", point, strings.TrimSpace(out), want)
 			}

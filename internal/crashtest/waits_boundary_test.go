@@ -58,6 +58,27 @@ func (n *notifyRecorder) violate(format string, args ...any) {
 	n.violations = append(n.violations, fmt.Sprintf(format, args...))
 }
 
+// count is how many notify requests arrived.
+func (n *notifyRecorder) count() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.received)
+}
+
+// tokenFor is the token of the newest notify request for run runID, ""
+// when none arrived.
+func (n *notifyRecorder) tokenFor(runID string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i := len(n.received) - 1; i >= 0; i-- {
+		if n.received[i]["run_id"] == runID {
+			tok, _ := n.received[i]["token"].(string)
+			return tok
+		}
+	}
+	return ""
+}
+
 func (n *notifyRecorder) check(t *testing.T) {
 	t.Helper()
 	n.mu.Lock()
@@ -90,17 +111,27 @@ output: "${{ steps.approve.output }}"
 // killed; inside a transaction (which holds SQLite's write lock) the
 // process is killed first and the signal sent before the restart.
 var boundaryPoints = []struct {
-	point   string
-	inTxn   bool
-	woke    bool // the signal finds the wait registered (else: the inbox)
-	comment string
+	point    string
+	inTxn    bool
+	woke     bool // the signal finds the wait registered (else: the inbox)
+	notified bool // the notify has been sent when the point is reached
+	comment  string
 }{
-	{"sqlite.OnRunPaused.before_commit", true, false, "paused + checkpoint + phase not yet committed"},
-	{"engine.wait.after_paused", false, false, "paused committed, wait not registered: the signal goes to the inbox"},
-	{"sqlite.RegisterWait.before_commit", true, false, "wait row not yet committed: no token may be out"},
-	{"engine.wait.after_register", false, true, "wait registered, run still leased: the signal wakes the wait, ParkRun must queue"},
-	{"engine.wait.before_notify", false, true, "wait registered, notify not sent yet"},
-	{"sqlite.ParkRun.before_commit", true, true, "wait registered, lease not yet released"},
+	{"sqlite.OnRunPaused.before_commit", true, false, false, "paused + checkpoint + phase not yet committed"},
+	{"engine.wait.after_paused", false, false, false, "paused committed, wait not registered: the signal goes to the inbox"},
+	{"sqlite.RegisterWait.before_commit", true, false, false, "wait row not yet committed: no token may be out"},
+	{"engine.wait.after_register", false, true, false, "wait registered, run still leased: the signal wakes the wait, ParkRun must queue"},
+	{"engine.wait.before_notify", false, true, false, "wait registered, notify not sent yet"},
+	{"sqlite.ParkRun.before_commit", true, true, true, "wait registered and notified, lease not yet released"},
+}
+
+// wantNotifies is how many notify requests may have arrived when a worker
+// held at bp was killed.
+func wantNotifies(notified bool) int {
+	if notified {
+		return 1
+	}
+	return 0
 }
 
 // TestCrashAtWaitCommitBoundaries (issue 5, Acceptance; the seed's
@@ -134,6 +165,9 @@ func TestCrashAtWaitCommitBoundaries(t *testing.T) {
 			} else {
 				out = signal()
 				worker.kill(t)
+			}
+			if n, want := rec.count(), wantNotifies(bp.notified); n != want {
+				t.Errorf("%d notify requests before the restart, want %d", n, want)
 			}
 			t.Logf("%s (%s): %s", bp.point, bp.comment, strings.TrimSpace(out))
 			if want := map[bool]string{true: "woke wait", false: "held in the wake inbox"}[bp.woke]; !strings.Contains(out, want) {
@@ -175,6 +209,75 @@ func TestCrashAtWaitCommitBoundaries(t *testing.T) {
 			if again := d.cli("signal", id, "go", "--payload", `{}`); again.code == 0 {
 				t.Errorf("a second signal after the run ended was accepted: %s", again.stdout)
 			}
+		})
+	}
+}
+
+// TestCrashAtWaitCommitBoundariesThenToken: the same crash points with no
+// signal: after the crash, no token has been delivered (the held worker
+// never got past its notify point, and nothing before the wait row
+// commits may send one); once `starflow dev` has taken over, the run
+// waits again and its token arrives by notify — for a committed, pending
+// wait — and `starflow wake TOKEN` completes the run with the payload,
+// woken once. Keys are the ones the first worker generated and stored.
+func TestCrashAtWaitCommitBoundariesThenToken(t *testing.T) {
+	t.Parallel()
+	for _, bp := range boundaryPoints {
+		t.Run(bp.point, func(t *testing.T) {
+			t.Parallel()
+			d := newLiteDeploy(t)
+			rec := newNotifyRecorder(t, d.store)
+			d.apply("boundary", fmt.Sprintf(boundaryWorkflow, rec.srv.URL))
+			id := d.enqueue("boundary", map[string]any{})
+			worker := d.startProc("worker", []string{"STARFLOW_FAULTPOINT=" + bp.point},
+				"--lease-ttl", "2s", "--heartbeat", "500ms", "--poll-interval", "100ms")
+			d.waitLogged(worker, "faultpoint "+bp.point+" reached", 60*time.Second)
+			worker.kill(t)
+			if n, want := rec.count(), wantNotifies(bp.notified); n != want {
+				t.Fatalf("%d notify requests before the restart, want %d", n, want)
+			}
+			d.startProc("dev", nil, "--lease-ttl", "2s", "--heartbeat", "500ms", "--poll-interval", "100ms", "--sweep-interval", "500ms")
+			// A token of the crashed attempt's wait is refused as closed once
+			// the sweep has interrupted that attempt; the next attempt's wait
+			// is notified with a new token.
+			tried := map[string]bool{}
+			for woke := false; !woke; {
+				var tok string
+				waitFor(t, 90*time.Second, "a notify with a new token of the run", func() bool {
+					tok = rec.tokenFor(id)
+					return tok != "" && !tried[tok]
+				})
+				tried[tok] = true
+				res := d.cli("wake", tok, "--payload", `{"approved": true, "point": "token"}`)
+				switch {
+				case res.code == 0 && strings.Contains(res.stdout, "woke wait"):
+					woke = true
+				case res.code == 4 && len(tried) < 3:
+					t.Logf("token %d refused as closed (its attempt was interrupted): %s", len(tried), strings.TrimSpace(res.stderr))
+				default:
+					t.Fatalf("wake: exit %d %s%s", res.code, res.stdout, res.stderr)
+				}
+			}
+			r := d.waitRunEnded(id, 60*time.Second)
+			if r.status != "succeeded" || !strings.Contains(r.output, `"token"`) {
+				t.Fatalf("run %s with output %s, want succeeded with the wake payload", r.status, r.output)
+			}
+			// As with signals: a token that woke the wait of an attempt whose
+			// runner had died (its notify retried by dev before the sweep)
+			// is handed to the next attempt through the inbox.
+			final := d.count(`SELECT count(*) FROM workflow_run_events WHERE run_id = ? AND event_type = 'wake_received' AND attempt = ?`, id, r.attempt)
+			if all := d.events(id, "wake_received", ""); final != 1 || all > r.attempt {
+				t.Errorf("%d wake_received events (%d in the final attempt %d), want 1 in the final attempt\n%s", all, final, r.attempt, d.eventLog(id))
+			}
+			if n := d.events(id, "node_complete", "approve"); n != 1 {
+				t.Errorf("wait step completed %d times, want 1", n)
+			}
+			for tok := range tried {
+				if again := d.cli("wake", tok, "--payload", `{}`); again.code != 4 {
+					t.Errorf("a used or stale token again: exit %d %q, want 4 (wait closed)", again.code, again.stderr)
+				}
+			}
+			rec.check(t)
 		})
 	}
 }
