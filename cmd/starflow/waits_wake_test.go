@@ -105,6 +105,12 @@ func TestCLIWakeByToken(t *testing.T) {
 	if other.code != exitTokenInvalid || !strings.Contains(other.stderr, "token invalid") {
 		t.Fatalf("wake with another key ring: exit %d %q; want %d, token invalid", other.code, other.stderr, exitTokenInvalid)
 	}
+	if r := starflowCmd(t, dir, nil, "migrate", "--db", "other.db"); r.code != 0 {
+		t.Fatalf("migrate: %s", r.stderr)
+	}
+	if r := starflowCmd(t, dir, []string{keys}, "wake", tok, "--db", "other.db"); r.code != exitTokenInvalid || !strings.Contains(r.stderr, "no wait in this store has this token") {
+		t.Fatalf("a good token against another store: exit %d %q", r.code, r.stderr)
+	}
 	tampered := tok[:len(tok)-3] + flip(tok[len(tok)-3:])
 	if r := starflowCmd(t, dir, []string{keys}, "wake", tampered, "--db", "w.db"); r.code != exitTokenInvalid || !strings.Contains(r.stderr, "token invalid") {
 		t.Fatalf("tampered token: exit %d %q", r.code, r.stderr)
