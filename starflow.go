@@ -18,6 +18,7 @@ import (
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/step"
+	"github.com/starflow/starflow/warm"
 	"github.com/starflow/starflow/workflow"
 )
 
@@ -68,6 +69,17 @@ type Config struct {
 	ExprLimits expr.Limits
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+
+	// Warm is the warm tier (SPEC §8): the live-state store read by
+	// LiveRun, LiveProgress and LiveRunners, never by run detail, history
+	// or resume. nil = no warm tier. With one, Start also runs the outbox
+	// drainer and the hash sweep (with Maintenance, or a runner) and the
+	// presence publisher (with a runner), and step progress goes to it.
+	// The cold store must then mirror its writes to mirror_outbox (see
+	// WarmOptions and the mirror package). The engine does not close it.
+	Warm warm.Store
+	// WarmOptions tune the warm tier; zero fields take their defaults.
+	WarmOptions WarmOptions
 }
 
 // EnqueueOptions are the optional settings of one enqueue.
@@ -102,6 +114,8 @@ type Engine struct {
 	engine   *engine.Engine
 	runner   *runner.Runner
 	sweep    *maintenance.LeaseSweep
+	warm     warm.Store
+	tier     *warmTier // nil without a warm store
 
 	listenCancel context.CancelFunc
 	listenDone   chan struct{}
@@ -151,7 +165,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, store: cfg.Store, registry: reg, engine: eng, changed: make(chan struct{})}
+	e := &Engine{cfg: cfg, store: cfg.Store, warm: cfg.Warm, registry: reg, engine: eng, changed: make(chan struct{})}
 	e.runner, err = runner.New(cfg.Store, eng, runner.Config{
 		ID: cfg.RunnerID, Pools: cfg.Pools, Workspace: cfg.Workspace, OnlyRun: cfg.OnlyRun, LeaseTTL: cfg.LeaseTTL,
 		Heartbeat: cfg.Heartbeat, PollInterval: cfg.PollInterval, Concurrency: cfg.Concurrency,
