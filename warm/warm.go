@@ -18,6 +18,11 @@ import (
 // ErrNotFound: no entry under that key.
 var ErrNotFound = errors.New("warm: not found")
 
+// ErrUnavailable wraps the errors of a store that cannot be reached right
+// now (a NATS server down or restarting, a call past its timeout). The
+// caller keeps its data and retries later; the store reconnects by itself.
+var ErrUnavailable = errors.New("warm: store unavailable")
+
 // RunEntry is the warm projection of one run: what live views show.
 // Version is the run's cold version (mirror_outbox.version, monotonic per
 // run); Hash is the drift hash over (status, phase, current steps, version)
