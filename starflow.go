@@ -156,28 +156,34 @@ func New(cfg Config) (*Engine, error) {
 			return nil, err
 		}
 	}
+	store, tier, err := newWarmTier(cfg)
+	if err != nil {
+		return nil, err
+	}
 	reg := engine.NewRegistry()
 	eng, err := engine.New(engine.Config{
-		Store: cfg.Store, Registry: reg, Expr: exprEnv, HTTPClient: cfg.HTTPClient,
+		Progress: tier.progressFunc(),
+		Store:    store, Registry: reg, Expr: exprEnv, HTTPClient: cfg.HTTPClient,
 		Secrets: cfg.Secrets, Env: env, Logger: cfg.Logger, StepTimeout: cfg.StepTimeout,
 		RunRetryMin: cfg.RunRetryMin, RunRetryMax: cfg.RunRetryMax,
 	})
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, store: cfg.Store, warm: cfg.Warm, registry: reg, engine: eng, changed: make(chan struct{})}
-	e.runner, err = runner.New(cfg.Store, eng, runner.Config{
+	e := &Engine{cfg: cfg, store: store, warm: cfg.Warm, tier: tier, registry: reg, engine: eng, changed: make(chan struct{})}
+	e.runner, err = runner.New(store, eng, runner.Config{
 		ID: cfg.RunnerID, Pools: cfg.Pools, Workspace: cfg.Workspace, OnlyRun: cfg.OnlyRun, LeaseTTL: cfg.LeaseTTL,
 		Heartbeat: cfg.Heartbeat, PollInterval: cfg.PollInterval, Concurrency: cfg.Concurrency,
-		Logger: cfg.Logger, OnFinish: func(string, engine.Outcome) { e.broadcast() },
+		Logger: cfg.Logger, OnFinish: func(_ string, o engine.Outcome) { tier.finished(o); e.broadcast() },
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.sweep = maintenance.NewLeaseSweep(cfg.Store, maintenance.SweepConfig{
+	e.sweep = maintenance.NewLeaseSweep(store, maintenance.SweepConfig{
 		Interval: cfg.SweepInterval, RetryMin: cfg.RunRetryMin, RetryMax: cfg.RunRetryMax,
 		Logger: cfg.Logger, OnRequeue: e.runner.Notify,
 	})
+	tier.registerRunner(e.runner)
 	return e, nil
 }
 
@@ -341,10 +347,12 @@ func (e *Engine) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	e.tier.start(ctx, e.cfg, e.runner)
 	if e.cfg.NoRunner {
 		return nil
 	}
-	if l, ok := e.store.(Listener); ok {
+	// The cold store, not the mirror wrapping it, is the one that listens.
+	if l, ok := e.cfg.Store.(Listener); ok {
 		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		e.listenCancel, e.listenDone = cancel, make(chan struct{})
 		go func() {
@@ -368,8 +376,10 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.listenCancel = nil
 	}
 	// The sweep has no runs to finish: it stops at once, whatever is left
-	// of the grace period.
-	return errors.Join(err, e.sweep.Stop(context.WithoutCancel(ctx)))
+	// of the grace period. The warm tier stops last: the runs' final
+	// writes are drained (or left in the outbox) first.
+	err = errors.Join(err, e.sweep.Stop(context.WithoutCancel(ctx)))
+	return errors.Join(err, e.tier.stop())
 }
 
 // Stopping is closed when Stop begins: from then on runs in flight stop at

@@ -1,9 +1,20 @@
 package starflow
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/starflow/starflow/internal/engine"
+	"github.com/starflow/starflow/internal/runner"
+	"github.com/starflow/starflow/mirror"
+	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/warm"
 )
 
 // Defaults of WarmOptions (SPEC §8).
@@ -87,8 +98,208 @@ func (o WarmOptions) withDefaults() (WarmOptions, error) {
 	return o, nil
 }
 
-// warmTier is the engine's warm-tier machinery (drainer, hash sweep,
-// presence, progress, health, metrics).
-type warmTier struct {
-	opts WarmOptions
+
+// newWarmTier builds the engine's metrics and, with cfg.Warm, the mirror
+// adapter wrapping cfg.Store: the store the engine then writes through.
+func newWarmTier(cfg Config) (state.Adapter, *warmTier, error) {
+	t := &warmTier{reg: prometheus.NewRegistry(), log: cfg.Logger}
+	t.runsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "starflow_runs_finished_total",
+		Help: "Run executions of this process's runner that ended, by outcome (succeeded, failed, cancelled, released, lease_lost, …)."}, []string{"outcome"})
+	t.progressDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "starflow_progress_dropped_total",
+		Help: "Step progress reports dropped because the warm tier could not keep up (progress is best effort)."})
+	t.presenceErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "starflow_presence_errors_total",
+		Help: "Presence publications the warm store refused or did not answer."})
+	t.reg.MustRegister(t.runsFinished, t.progressDropped, t.presenceErrors)
+	if cfg.Warm == nil {
+		return cfg.Store, t, nil
+	}
+	opts, err := cfg.WarmOptions.withDefaults()
+	if err != nil {
+		return nil, nil, err
+	}
+	t.opts, t.warm = opts, cfg.Warm
+	sweep := opts.HashSweepInterval
+	if opts.NoDrain {
+		sweep = -1
+	}
+	m, err := mirror.New(keepOpen(cfg.Store), mirror.Config{
+		Warm: cfg.Warm, Registerer: t.reg, Logger: cfg.Logger,
+		PollInterval: opts.DrainPoll, Retention: opts.OutboxRetention, SweepInterval: sweep,
+		WarmRetention: opts.FinishedWithin, WarningAfter: opts.HealthWarning, CriticalAfter: opts.HealthCritical,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("starflow: warm tier: %w", err)
+	}
+	t.mirror = m
+	t.progress = make(chan *warm.Progress, progressQueue)
+	return m, t, nil
 }
+
+// progressQueue bounds the step progress reports waiting for the warm
+// store; more are dropped (and counted).
+const progressQueue = 1024
+
+// warmTier is the engine's warm-tier machinery: the mirror (drainer, hash
+// sweep, drift metrics, health), the presence publisher, the progress
+// writer, and the engine's Prometheus registry. Without a warm store only
+// the registry and the run counters are used.
+type warmTier struct {
+	opts   WarmOptions
+	warm   warm.Store      // nil without a warm tier
+	mirror *mirror.Adapter // nil without a warm tier
+	reg    *prometheus.Registry
+	log    *slog.Logger
+
+	runsFinished    *prometheus.CounterVec
+	progressDropped prometheus.Counter
+	presenceErrors  prometheus.Counter
+
+	progress chan *warm.Progress
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// registerRunner adds the runner's gauges.
+func (t *warmTier) registerRunner(r *runner.Runner) {
+	t.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "starflow_runner_runs_held",
+		Help: "Runs this process's runner holds right now (claimed, not yet finished or released)."},
+		func() float64 { return float64(r.Held()) }))
+}
+
+// finished counts a run execution's outcome.
+func (t *warmTier) finished(o engine.Outcome) {
+	t.runsFinished.WithLabelValues(string(o)).Inc()
+}
+
+// progressFunc is the engine's ProgressFunc: it queues the report for the
+// warm store without ever blocking the step (a full queue drops it).
+// Progress never goes to the cold store.
+func (t *warmTier) progressFunc() engine.ProgressFunc {
+	if t.warm == nil {
+		return nil
+	}
+	return func(runID, scopePath, stepID string, fraction float64, message string) {
+		p := &warm.Progress{RunID: runID, ScopePath: scopePath, StepID: stepID, Fraction: fraction, Message: message, At: time.Now().UTC()}
+		select {
+		case t.progress <- p:
+		default:
+			t.progressDropped.Inc()
+		}
+	}
+}
+
+// start runs the background services: the mirror (drainer, pruning, hash
+// sweep, gauges) when this process runs a runner or maintenance and
+// NoDrain is not set; the progress writer; and, with a runner, the
+// presence publisher.
+func (t *warmTier) start(ctx context.Context, cfg Config, r *runner.Runner) {
+	if t.warm == nil {
+		return
+	}
+	ctx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if !t.opts.NoDrain && (cfg.Maintenance || !cfg.NoRunner) {
+		t.wg.Go(func() { _ = t.mirror.Run(ctx) })
+	}
+	t.wg.Go(func() { t.writeProgress(ctx) })
+	if !cfg.NoRunner {
+		t.wg.Go(func() { t.publishPresence(ctx, r) })
+	}
+}
+
+// stop stops the background services and waits for them and for the
+// end-of-run reconciliations in flight. Safe to call twice, and before
+// start.
+func (t *warmTier) stop() error {
+	if t.warm == nil {
+		return nil
+	}
+	var err error
+	t.once.Do(func() {
+		if t.cancel != nil {
+			t.cancel()
+		}
+		t.wg.Wait()
+		err = t.mirror.Close() // the cold store stays open (keepOpen)
+	})
+	return err
+}
+
+// warmCallTimeout bounds one presence or progress write.
+const warmCallTimeout = 2 * time.Second
+
+func (t *warmTier) writeProgress(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-t.progress:
+			cctx, cancel := context.WithTimeout(ctx, warmCallTimeout)
+			if err := t.warm.PutProgress(cctx, p); err != nil && ctx.Err() == nil {
+				t.progressDropped.Inc()
+				t.log.Debug("progress not written to the warm tier", "run_id", p.RunID, "step_id", p.StepID, "error", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// publishPresence publishes the runner's presence at once and then every
+// PresenceInterval, with a TTL of PresenceTTL.
+func (t *warmTier) publishPresence(ctx context.Context, r *runner.Runner) {
+	tick := time.NewTicker(t.opts.PresenceInterval)
+	defer tick.Stop()
+	failing := false
+	for {
+		p := &warm.Presence{RunnerID: r.ID(), Pools: r.Pools(), RunsHeld: r.Held(), LastBeat: time.Now().UTC()}
+		cctx, cancel := context.WithTimeout(ctx, warmCallTimeout)
+		err := t.warm.PutPresence(cctx, p, t.opts.PresenceTTL)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			t.presenceErrors.Inc()
+			if !failing {
+				t.log.Warn("presence not published to the warm tier; retrying", "error", err)
+			}
+			failing = true
+		case err == nil && failing:
+			t.log.Info("presence published to the warm tier again")
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// keepOpen wraps the caller's cold store for the mirror, whose Close
+// would close it: the caller that opened it closes it. It keeps the
+// store's outbox (state.Outbox) visible.
+func keepOpen(s state.Adapter) state.Adapter {
+	if ob, ok := s.(state.Outbox); ok {
+		return &openOutboxStore{Adapter: s, Outbox: ob}
+	}
+	return &openStore{Adapter: s}
+}
+
+type openStore struct{ state.Adapter }
+
+func (*openStore) Close() error { return nil }
+
+type openOutboxStore struct {
+	state.Adapter
+	state.Outbox
+}
+
+func (*openOutboxStore) Close() error { return nil }
+
+// Metrics is the engine's Prometheus registry: the warm tier's drift
+// signals (starflow_outbox_pending{age}, starflow_outbox_oldest_age_seconds,
+// starflow_warm_corrections_total{reason}, … see package mirror) when
+// Config.Warm is set, and the runner's starflow_runs_finished_total{outcome}
+// and starflow_runner_runs_held. Serve it with promhttp.HandlerFor, or
+// register more collectors on it.
+func (e *Engine) Metrics() *prometheus.Registry { return e.tier.reg }

@@ -1,7 +1,10 @@
 package starflow
 
 import (
+	"context"
 	"time"
+
+	"github.com/starflow/starflow/state"
 )
 
 // WarmLevel is the warm tier's drift level on the health answer (SPEC §8):
@@ -49,4 +52,34 @@ type Health struct {
 	RunnerID string `json:"runner_id,omitempty"`
 	// CheckedAt is when the answer was computed.
 	CheckedAt time.Time `json:"checked_at"`
+}
+
+// Health answers the health check: the cold store answers a read, and,
+// with a warm tier, the outbox depth, the age of its oldest unapplied row
+// (database clock) and the warm store's reachability, with the warm level
+// from WarmOptions.HealthWarning / HealthCritical (an unreachable warm
+// store is at least warning). It never fails: errors are in the answer.
+// It also refreshes the outbox gauges of Metrics.
+func (e *Engine) Health(ctx context.Context) Health {
+	h := Health{Status: "ok", StoreOK: true, Warm: WarmOK, CheckedAt: time.Now().UTC()}
+	if !e.cfg.NoRunner {
+		h.RunnerID = e.runner.ID()
+	}
+	if _, err := e.cfg.Store.ListRuns(ctx, &state.ListRunsParams{WorkspaceID: e.cfg.Workspace, Limit: 1}); err != nil {
+		h.Status, h.StoreOK, h.StoreError = "unavailable", false, err.Error()
+	}
+	if e.tier.mirror == nil {
+		return h
+	}
+	h.WarmEnabled = true
+	mh := e.tier.mirror.Health(ctx)
+	h.Warm = WarmLevel(mh.Warm)
+	h.WarmReachable = mh.WarmReachable
+	h.OutboxPending = mh.OutboxPending
+	h.OutboxOldestAgeSeconds = mh.OldestAgeSeconds
+	h.OutboxError = mh.Error
+	if !h.WarmReachable {
+		h.WarmError = "the warm store did not answer a ping"
+	}
+	return h
 }
