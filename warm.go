@@ -98,7 +98,6 @@ func (o WarmOptions) withDefaults() (WarmOptions, error) {
 	return o, nil
 }
 
-
 // newWarmTier builds the engine's metrics and, with cfg.Warm, the mirror
 // adapter wrapping cfg.Store: the store the engine then writes through.
 func newWarmTier(cfg Config) (state.Adapter, *warmTier, error) {
