@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/starflow/starflow/warm"
 	"github.com/starflow/starflow/warm/memory"
 	"github.com/starflow/starflow/warm/warmtest"
@@ -32,3 +34,5 @@ func TestPresenceExpiryByClock(t *testing.T) {
 		t.Fatalf("listed %d at the deadline, want 0", len(ps))
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
