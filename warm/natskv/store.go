@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -127,6 +128,8 @@ type Store struct {
 
 	onClose func() // stops an embedded server; nil otherwise
 
+	stale atomic.Bool // a call found a bucket missing: create them again
+
 	mu     sync.Mutex
 	b      *buckets // nil until created (and again after the server lost them)
 	closed bool
@@ -220,6 +223,9 @@ func (s *Store) buckets(ctx context.Context, op string) (*buckets, error) {
 	if !s.nc.IsConnected() {
 		return nil, fmt.Errorf("warm/natskv: %s: NATS at %s is not connected (%s): %w", op, s.addr, s.nc.Status(), warm.ErrUnavailable)
 	}
+	if s.stale.Swap(false) {
+		s.b = nil
+	}
 	if s.b != nil {
 		return s.b, nil
 	}
@@ -290,15 +296,9 @@ func (s *Store) wrap(op, what string, err error) error {
 	return fmt.Errorf("warm/natskv: %s at %s: %w", op, s.addr, err)
 }
 
-func (s *Store) forgetBuckets() {
-	if s.mu.TryLock() {
-		s.b = nil
-		s.mu.Unlock()
-		return
-	}
-	// Called with s.mu held (from buckets): the caller returns an error
-	// and s.b is still nil there.
-}
+// forgetBuckets makes the next call create the buckets again. It may run
+// with s.mu held (from buckets), hence the flag.
+func (s *Store) forgetBuckets() { s.stale.Store(true) }
 
 func isConflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
