@@ -18,6 +18,8 @@ require (
 	modernc.org/sqlite v1.62.0
 )
 
+require github.com/kylelemons/godebug v1.1.0 // indirect
+
 require (
 	cel.dev/expr v0.25.1 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect

@@ -1,0 +1,212 @@
+package mirror
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/warm"
+)
+
+// SessionVarPayload is the payload of a session_var outbox row.
+type SessionVarPayload struct {
+	WorkspaceID string          `json:"workspace_id"`
+	SessionID   string          `json:"session_id"`
+	Key         string          `json:"key"`
+	Value       json.RawMessage `json:"value,omitempty"`
+	Deleted     bool            `json:"deleted,omitempty"`
+}
+
+// Hook returns the state.TxHook that appends mirror_outbox rows inside
+// every write transaction of a SQL adapter (SPEC §8). Install it in the
+// adapter's Config.Hooks when opening it (sqlitestore.Config.Hooks,
+// pgstore.Config.Hooks), then wrap the adapter with New. The adapter's
+// schema must include mirror_outbox (Migrate applies it).
+//
+// For every run a write changed (Change.Run, or Change.Runs for the lease
+// sweep) the hook reads the run's current steps (running or waiting in
+// its current attempt), projects the run to a warm.RunEntry and, when the
+// projection differs from the last one mirrored (workflow_runs.mirror_hash)
+// or the write also changed steps or session variables of the run, bumps
+// workflow_runs.mirror_version and appends: one `step` row per step row
+// the write changed, one `run` row (the entry, self-contained), one
+// `session_var` row per session variable it set or removed (step rows
+// first, then the run row, so the run entry lands after its steps). Every row of
+// that run carries the bumped version. A write that changes nothing the
+// warm tier shows (a lease refresh) appends nothing. Events are not
+// mirrored (the warm store keeps no event feed; the run and step rows
+// carry what live views show), and neither are waits (the run's status
+// and current steps show them).
+//
+// The UPDATE of the run row makes the hook take the run's row lock before
+// it inserts, so a run's rows get ids in commit order even with concurrent
+// writers on PostgreSQL.
+//
+// An error (including a missing mirror_outbox table) rolls the write back.
+func Hook() state.TxHook {
+	return hook
+}
+
+func hook(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) error {
+	var d sqlDialect
+	switch dialect {
+	case "postgres":
+		d = pgDialect
+	case "sqlite":
+		d = sqliteDialect
+	default:
+		return fmt.Errorf("mirror: hook: unsupported dialect %q", dialect)
+	}
+	runs := ch.Runs
+	if ch.Run != nil {
+		runs = append([]*starflowtype.Run{ch.Run}, runs...)
+	}
+	if len(runs) == 0 && len(ch.SessionVars) == 0 {
+		return nil
+	}
+	stepsOf := map[string][]*starflowtype.Step{}
+	for _, s := range ch.Steps {
+		stepsOf[s.RunID] = append(stepsOf[s.RunID], s)
+	}
+	varsOf := map[string][]*starflowtype.SessionVar{}
+	for _, v := range ch.SessionVars {
+		id := v.OriginRunID
+		if id == "" {
+			id = ch.RunID
+		}
+		varsOf[id] = append(varsOf[id], v)
+	}
+	var ins outboxInsert
+	versions := map[string]int64{}
+	for _, r := range runs {
+		if _, done := versions[r.ID]; done {
+			continue
+		}
+		current, err := currentSteps(ctx, tx, d, r)
+		if err != nil {
+			return err
+		}
+		e := RunEntry(r, current, 0)
+		ph, err := projectionHash(e)
+		if err != nil {
+			return fmt.Errorf("mirror: hook: run %s: %w", r.ID, err)
+		}
+		force := len(stepsOf[r.ID]) > 0 || len(varsOf[r.ID]) > 0
+		var v int64
+		err = tx.QueryRow(ctx, d.bump, r.ID, ph, force).Scan(&v)
+		if isNoRows(err) {
+			versions[r.ID] = 0
+			continue // nothing the warm tier shows changed
+		}
+		if err != nil {
+			return fmt.Errorf("mirror: hook: bump version of run %s: %w", r.ID, err)
+		}
+		versions[r.ID] = v
+		e.Version = v
+		e.Hash = Hash(e)
+		for _, s := range stepsOf[r.ID] {
+			if err := ins.add(r.ID, state.OutboxKindStep, StepEntry(s), v); err != nil {
+				return err
+			}
+		}
+		if err := ins.add(r.ID, state.OutboxKindRun, e, v); err != nil {
+			return err
+		}
+	}
+	for _, v := range ch.SessionVars {
+		id := v.OriginRunID
+		if id == "" {
+			id = ch.RunID
+		}
+		p := &SessionVarPayload{WorkspaceID: v.WorkspaceID, SessionID: v.SessionID, Key: v.Key, Value: v.Value, Deleted: v.Value == nil}
+		if err := ins.add(id, state.OutboxKindSessionVar, p, versions[id]); err != nil {
+			return err
+		}
+	}
+	if len(ins.args) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, ins.sql(d), ins.args...); err != nil {
+		return fmt.Errorf("mirror: hook: insert mirror_outbox rows: %w", err)
+	}
+	return nil
+}
+
+// currentSteps reads the run's running or waiting steps of its attempt
+// (the workflow_steps_current partial index).
+func currentSteps(ctx context.Context, tx state.Tx, d sqlDialect, r *starflowtype.Run) ([]warm.StepEntry, error) {
+	rows, err := tx.Query(ctx, d.current, r.ID, r.Attempt)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: hook: current steps of run %s: %w", r.ID, err)
+	}
+	defer rows.Close()
+	var out []warm.StepEntry
+	for rows.Next() {
+		s := warm.StepEntry{RunID: r.ID}
+		if err := rows.Scan(&s.Attempt, &s.ScopePath, &s.StepID, &s.Kind, &s.Status, &s.Tries, &s.Error); err != nil {
+			return nil, fmt.Errorf("mirror: hook: current steps of run %s: %w", r.ID, err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mirror: hook: current steps of run %s: %w", r.ID, err)
+	}
+	return out, nil
+}
+
+// isNoRows matches database/sql's (SQLite) and pgx's "no rows" errors.
+func isNoRows(err error) bool {
+	return errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows)
+}
+
+type sqlDialect struct {
+	bump, current string
+	ph            func(n int) string
+}
+
+var pgDialect = sqlDialect{
+	bump: `UPDATE workflow_runs SET mirror_version = mirror_version + 1, mirror_hash = $2
+WHERE id = $1 AND ($3 OR mirror_hash IS DISTINCT FROM $2) RETURNING mirror_version`,
+	current: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, '') FROM workflow_steps
+WHERE run_id = $1 AND attempt = $2 AND status IN ('running', 'waiting') ORDER BY scope_path, step_id LIMIT 1000`,
+	ph: func(n int) string { return fmt.Sprintf("$%d", n) },
+}
+
+var sqliteDialect = sqlDialect{
+	bump: `UPDATE workflow_runs SET mirror_version = mirror_version + 1, mirror_hash = ?2
+WHERE id = ?1 AND (?3 OR mirror_hash IS NOT ?2) RETURNING mirror_version`,
+	current: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, '') FROM workflow_steps
+WHERE run_id = ?1 AND attempt = ?2 AND status IN ('running', 'waiting') ORDER BY scope_path, step_id LIMIT 1000`,
+	ph: func(n int) string { return fmt.Sprintf("?%d", n) },
+}
+
+// outboxInsert accumulates the rows of one multi-row INSERT.
+type outboxInsert struct{ args []any }
+
+func (o *outboxInsert) add(runID, kind string, payload any, version int64) error {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return fmt.Errorf("mirror: hook: %s row of run %s: %w", kind, runID, err)
+	}
+	o.args = append(o.args, runID, kind, string(b), version)
+	return nil
+}
+
+func (o *outboxInsert) sql(d sqlDialect) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO mirror_outbox (run_id, kind, payload, version) VALUES ")
+	for i := 0; i < len(o.args); i += 4 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "(%s, %s, %s, %s)", d.ph(i+1), d.ph(i+2), d.ph(i+3), d.ph(i+4))
+	}
+	return b.String()
+}
