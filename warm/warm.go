@@ -4,8 +4,13 @@
 // each carrying the cold version of its run, so a late write never replaces
 // newer data. Step progress and runner presence are written here only.
 //
-// Implementations: memory (one process) and nats (JetStream key-value, many
-// processes). Both pass warm/warmtest.
+// Implementations: warm/memory (one process) and warm/natskv (JetStream
+// key-value, many processes; also an embedded nats-server). Both pass
+// warm/warmtest; warm/warmopen opens one by name (--warm). This package
+// also holds the PresencePublisher and the ProgressSink, which write
+// presence and progress to any Store.
+//
+// Import rule: the standard library only.
 package warm
 
 import (
