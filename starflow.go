@@ -347,7 +347,9 @@ func (e *Engine) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	e.tier.start(ctx, e.cfg, e.runner)
+	if err := e.tier.start(ctx, e.cfg, e.runner); err != nil {
+		return err
+	}
 	if e.cfg.NoRunner {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -130,13 +131,18 @@ func newWarmTier(cfg Config) (state.Adapter, *warmTier, error) {
 		return nil, nil, fmt.Errorf("starflow: warm tier: %w", err)
 	}
 	t.mirror = m
-	t.progress = make(chan *warm.Progress, progressQueue)
+	t.progress, err = warm.NewProgressSink(warm.ProgressSinkConfig{Store: cfg.Warm,
+		OnDrop: func(p *warm.Progress, err error) {
+			t.progressDropped.Inc()
+			if err != nil {
+				t.log.Debug("progress not written to the warm tier", "run_id", p.RunID, "step_id", p.StepID, "error", err)
+			}
+		}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("starflow: warm tier: %w", err)
+	}
 	return m, t, nil
 }
-
-// progressQueue bounds the step progress reports waiting for the warm
-// store; more are dropped (and counted).
-const progressQueue = 1024
 
 // warmTier is the engine's warm-tier machinery: the mirror (drainer, hash
 // sweep, drift metrics, health), the presence publisher, the progress
@@ -153,7 +159,8 @@ type warmTier struct {
 	progressDropped prometheus.Counter
 	presenceErrors  prometheus.Counter
 
-	progress chan *warm.Progress
+	progress *warm.ProgressSink
+	presence *warm.PresencePublisher
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -172,106 +179,74 @@ func (t *warmTier) finished(o engine.Outcome) {
 	t.runsFinished.WithLabelValues(string(o)).Inc()
 }
 
-// progressFunc is the engine's ProgressFunc: it queues the report for the
-// warm store without ever blocking the step (a full queue drops it).
+// progressFunc is the engine's ProgressFunc: the warm tier's progress
+// sink, which never blocks a step (a full queue drops the report).
 // Progress never goes to the cold store.
 func (t *warmTier) progressFunc() engine.ProgressFunc {
 	if t.warm == nil {
 		return nil
 	}
-	return func(runID, scopePath, stepID string, fraction float64, message string) {
-		p := &warm.Progress{RunID: runID, ScopePath: scopePath, StepID: stepID, Fraction: fraction, Message: message, At: time.Now().UTC()}
-		select {
-		case t.progress <- p:
-		default:
-			t.progressDropped.Inc()
-		}
-	}
+	return t.progress.Report
 }
 
 // start runs the background services: the mirror (drainer, pruning, hash
 // sweep, gauges) when this process runs a runner or maintenance and
 // NoDrain is not set; the progress writer; and, with a runner, the
 // presence publisher.
-func (t *warmTier) start(ctx context.Context, cfg Config, r *runner.Runner) {
+func (t *warmTier) start(ctx context.Context, cfg Config, r *runner.Runner) error {
 	if t.warm == nil {
-		return
+		return nil
 	}
 	ctx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if !t.opts.NoDrain && (cfg.Maintenance || !cfg.NoRunner) {
 		t.wg.Go(func() { _ = t.mirror.Run(ctx) })
 	}
-	t.wg.Go(func() { t.writeProgress(ctx) })
-	if !cfg.NoRunner {
-		t.wg.Go(func() { t.publishPresence(ctx, r) })
+	t.progress.Start(ctx)
+	if cfg.NoRunner {
+		return nil
 	}
+	var warned atomic.Bool
+	p, err := warm.NewPresencePublisher(warm.PresencePublisherConfig{
+		Store: t.warm, Interval: t.opts.PresenceInterval, TTL: t.opts.PresenceTTL,
+		Info: func() warm.Presence {
+			return warm.Presence{RunnerID: r.ID(), Pools: r.Pools(), RunsHeld: r.Held()}
+		},
+		OnError: func(err error) {
+			// Logged once per process: the warm tier's health says the rest.
+			t.presenceErrors.Inc()
+			if !warned.Swap(true) {
+				t.log.Warn("presence not published to the warm tier; retrying every interval", "error", err)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("starflow: warm tier: %w", err)
+	}
+	t.presence = p
+	p.Start(ctx)
+	return nil
 }
 
-// stop stops the background services and waits for them and for the
-// end-of-run reconciliations in flight. Safe to call twice, and before
-// start.
+// stop stops the background services (the presence is withdrawn) and
+// waits for them and for the end-of-run reconciliations in flight. Safe to
+// call twice, and before start.
 func (t *warmTier) stop() error {
 	if t.warm == nil {
 		return nil
 	}
 	var err error
 	t.once.Do(func() {
+		if t.presence != nil {
+			t.presence.Stop()
+		}
 		if t.cancel != nil {
 			t.cancel()
 		}
+		t.progress.Stop()
 		t.wg.Wait()
 		err = t.mirror.Close() // the cold store stays open (keepOpen)
 	})
 	return err
-}
-
-// warmCallTimeout bounds one presence or progress write.
-const warmCallTimeout = 2 * time.Second
-
-func (t *warmTier) writeProgress(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case p := <-t.progress:
-			cctx, cancel := context.WithTimeout(ctx, warmCallTimeout)
-			if err := t.warm.PutProgress(cctx, p); err != nil && ctx.Err() == nil {
-				t.progressDropped.Inc()
-				t.log.Debug("progress not written to the warm tier", "run_id", p.RunID, "step_id", p.StepID, "error", err)
-			}
-			cancel()
-		}
-	}
-}
-
-// publishPresence publishes the runner's presence at once and then every
-// PresenceInterval, with a TTL of PresenceTTL.
-func (t *warmTier) publishPresence(ctx context.Context, r *runner.Runner) {
-	tick := time.NewTicker(t.opts.PresenceInterval)
-	defer tick.Stop()
-	failing := false
-	for {
-		p := &warm.Presence{RunnerID: r.ID(), Pools: r.Pools(), RunsHeld: r.Held(), LastBeat: time.Now().UTC()}
-		cctx, cancel := context.WithTimeout(ctx, warmCallTimeout)
-		err := t.warm.PutPresence(cctx, p, t.opts.PresenceTTL)
-		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil:
-			t.presenceErrors.Inc()
-			if !failing {
-				t.log.Warn("presence not published to the warm tier; retrying", "error", err)
-			}
-			failing = true
-		case err == nil && failing:
-			t.log.Info("presence published to the warm tier again")
-			failing = false
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // keepOpen wraps the caller's cold store for the mirror, whose Close

@@ -163,6 +163,16 @@ func TestWarmTierLive(t *testing.T) {
 			t.Errorf("/metrics lacks %q", name)
 		}
 	}
+	// Stop withdraws the presence.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := h.eng.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the presence to be withdrawn", func() bool {
+		ps, err := ws.ListPresence(ctx)
+		return err == nil && len(ps) == 0
+	})
 }
 
 // TestWarmTierOff: without a warm store, live reads say ErrNoWarm and the
