@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/starflow/starflow/internal/pgtest"
 	"github.com/starflow/starflow/mirror"
@@ -133,47 +134,76 @@ func newMirror(t *testing.T, c state.Adapter, cfg mirror.Config) *mirror.Adapter
 // steps, complete. Returns the run as completed.
 func execRun(t testing.TB, a state.Adapter, n int) *starflowtype.Run {
 	t.Helper()
+	r, err := execRunE(a, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// execRunE is execRun reporting errors (for other goroutines).
+func execRunE(a state.Adapter, n int) (*starflowtype.Run, error) {
 	ctx := context.Background()
 	r, err := a.EnqueueRun(ctx, &state.EnqueueRunParams{WorkflowName: "wf"})
 	if err != nil {
-		t.Fatalf("EnqueueRun: %v", err)
+		return nil, fmt.Errorf("EnqueueRun: %w", err)
 	}
-	r = startRun(t, a, r.ID)
+	r, err = startRunE(a, r.ID)
+	if err != nil {
+		return nil, err
+	}
 	for i := range n {
-		step(t, a, r, fmt.Sprintf("s%d", i))
+		if err := stepE(a, r, fmt.Sprintf("s%d", i)); err != nil {
+			return nil, err
+		}
 	}
 	done, err := a.OnRunComplete(ctx, &state.RunCompleteParams{RunID: r.ID, Lease: r.Lease()})
 	if err != nil {
-		t.Fatalf("OnRunComplete: %v", err)
+		return nil, fmt.Errorf("OnRunComplete: %w", err)
 	}
-	return done
+	return done, nil
 }
 
 // startRun claims and starts run id.
 func startRun(t testing.TB, a state.Adapter, id string) *starflowtype.Run {
 	t.Helper()
+	r, err := startRunE(a, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func startRunE(a state.Adapter, id string) (*starflowtype.Run, error) {
 	ctx := context.Background()
 	r, err := a.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: "runner", LeaseTTL: time.Minute, RunID: id})
 	if err != nil || r == nil {
-		t.Fatalf("ClaimRun(%s) = %v, %v", id, r, err)
+		return nil, fmt.Errorf("ClaimRun(%s) = %v, %v", id, r, err)
 	}
 	if r, err = a.OnRunStart(ctx, &state.RunStartParams{RunID: id, Lease: r.Lease()}); err != nil {
-		t.Fatalf("OnRunStart: %v", err)
+		return nil, fmt.Errorf("OnRunStart: %w", err)
 	}
-	return r
+	return r, nil
 }
 
 // step runs one step of r to completion.
 func step(t testing.TB, a state.Adapter, r *starflowtype.Run, id string) {
 	t.Helper()
+	if err := stepE(a, r, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func stepE(a state.Adapter, r *starflowtype.Run, id string) error {
 	ctx := context.Background()
 	k := state.StepKey{RunID: r.ID, Attempt: r.Attempt, StepID: id}
 	if err := a.OnNodeStart(ctx, &state.NodeStartParams{StepKey: k, Lease: r.Lease(), Kind: "noop", Try: 1}); err != nil {
-		t.Fatalf("OnNodeStart: %v", err)
+		return fmt.Errorf("OnNodeStart: %w", err)
 	}
 	if err := a.OnNodeComplete(ctx, &state.NodeCompleteParams{StepKey: k, Lease: r.Lease(), Try: 1, Output: []byte(`{}`)}); err != nil {
-		t.Fatalf("OnNodeComplete: %v", err)
+		return fmt.Errorf("OnNodeComplete: %w", err)
 	}
+	return nil
 }
 
 // eventually polls cond every 10 ms until it holds or 20 s pass.
@@ -301,3 +331,5 @@ func (r *recorder) PutStep(ctx context.Context, s *warm.StepEntry) error {
 	r.mu.Unlock()
 	return r.Store.PutStep(ctx, s)
 }
+
+func testutilValue(m *mirror.Metrics) float64 { return testutil.ToFloat64(m.Applied) }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -40,7 +41,9 @@ type SessionVarPayload struct {
 // `session_var` row per session variable it set or removed (step rows
 // first, then the run row, so the run entry lands after its steps). Every row of
 // that run carries the bumped version. A write that changes nothing the
-// warm tier shows (a lease refresh) appends nothing. Events are not
+// warm tier shows (a lease refresh) appends nothing. The lease sweep and
+// cancellation end a run's left-running steps in bulk; for them the hook
+// also sends the failed and cancelled steps of the ended attempt. Events are not
 // mirrored (the warm store keeps no event feed; the run and step rows
 // carry what live views show), and neither are waits (the run's status
 // and current steps show them).
@@ -88,6 +91,13 @@ func hook(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) er
 	for _, r := range runs {
 		if _, done := versions[r.ID]; done {
 			continue
+		}
+		if ended, ok := endedAttempt(ch.Op, r); ok {
+			more, err := endedSteps(ctx, tx, d, r.ID, ended, stepsOf[r.ID])
+			if err != nil {
+				return err
+			}
+			stepsOf[r.ID] = append(stepsOf[r.ID], more...)
 		}
 		current, err := currentSteps(ctx, tx, d, r)
 		if err != nil {
@@ -139,6 +149,49 @@ func hook(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) er
 	return nil
 }
 
+// endedAttempt names the attempt whose left-running steps a write ended
+// in bulk without listing them in Change.Steps: the lease sweep (steps of
+// the lost attempt fail; a re-queued run is already on the next attempt)
+// and cancellation (they become cancelled).
+func endedAttempt(op string, r *starflowtype.Run) (int, bool) {
+	switch op {
+	case "ExpireOldLeases":
+		if r.ClaimState == starflowtype.ClaimQueued {
+			return r.Attempt - 1, true
+		}
+		return r.Attempt, true
+	case "OnRunCancelled", "CancelRun":
+		return r.Attempt, true
+	}
+	return 0, false
+}
+
+// endedSteps reads the failed and cancelled steps of attempt not already
+// in have (re-sending one that an earlier write mirrored is harmless).
+func endedSteps(ctx context.Context, tx state.Tx, d sqlDialect, runID string, attempt int, have []*starflowtype.Step) ([]*starflowtype.Step, error) {
+	rows, err := tx.Query(ctx, d.ended, runID, attempt)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: hook: ended steps of run %s: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []*starflowtype.Step
+	for rows.Next() {
+		s := &starflowtype.Step{RunID: runID}
+		if err := rows.Scan(&s.Attempt, &s.ScopePath, &s.StepID, &s.Kind, &s.Status, &s.Tries, &s.Error); err != nil {
+			return nil, fmt.Errorf("mirror: hook: ended steps of run %s: %w", runID, err)
+		}
+		if !slices.ContainsFunc(have, func(h *starflowtype.Step) bool {
+			return h.Attempt == s.Attempt && h.ScopePath == s.ScopePath && h.StepID == s.StepID
+		}) {
+			out = append(out, s)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mirror: hook: ended steps of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
 // currentSteps reads the run's running or waiting steps of its attempt
 // (the workflow_steps_current partial index).
 func currentSteps(ctx context.Context, tx state.Tx, d sqlDialect, r *starflowtype.Run) ([]warm.StepEntry, error) {
@@ -167,7 +220,7 @@ func isNoRows(err error) bool {
 }
 
 type sqlDialect struct {
-	bump, current string
+	bump, current, ended string
 	ph            func(n int) string
 }
 
@@ -176,6 +229,8 @@ var pgDialect = sqlDialect{
 WHERE id = $1 AND ($3 OR mirror_hash IS DISTINCT FROM $2) RETURNING mirror_version`,
 	current: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, '') FROM workflow_steps
 WHERE run_id = $1 AND attempt = $2 AND status IN ('running', 'waiting') ORDER BY scope_path, step_id LIMIT 1000`,
+	ended: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, '') FROM workflow_steps
+WHERE run_id = $1 AND attempt = $2 AND status IN ('failed', 'cancelled') ORDER BY scope_path, step_id`,
 	ph: func(n int) string { return fmt.Sprintf("$%d", n) },
 }
 
@@ -184,6 +239,8 @@ var sqliteDialect = sqlDialect{
 WHERE id = ?1 AND (?3 OR mirror_hash IS NOT ?2) RETURNING mirror_version`,
 	current: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, '') FROM workflow_steps
 WHERE run_id = ?1 AND attempt = ?2 AND status IN ('running', 'waiting') ORDER BY scope_path, step_id LIMIT 1000`,
+	ended: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, '') FROM workflow_steps
+WHERE run_id = ?1 AND attempt = ?2 AND status IN ('failed', 'cancelled') ORDER BY scope_path, step_id`,
 	ph: func(n int) string { return fmt.Sprintf("?%d", n) },
 }
 

@@ -392,3 +392,69 @@ func TestMetricsAndHealthShape(t *testing.T) {
 		}
 	}
 }
+
+// TestBulkEndedSteps: the steps a lease sweep fails and a cancellation
+// cancels in bulk reach the warm tier too.
+func TestBulkEndedSteps(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func(hooks ...state.TxHook) cold) {
+		c := open(mirror.Hook())
+		ws := memory.New()
+		m := newMirror(t, c, mirror.Config{Warm: ws})
+		ctx := context.Background()
+		stepStatus := func(runID, stepID string, attempt int) string {
+			steps, err := ws.ListSteps(ctx, runID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range steps {
+				if s.StepID == stepID && s.Attempt == attempt {
+					return s.Status
+				}
+			}
+			return ""
+		}
+		// Lost: a short lease, a running step, the sweep.
+		r, err := m.EnqueueRun(ctx, &state.EnqueueRunParams{WorkflowName: "wf"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost, err := m.ClaimRun(ctx, &state.ClaimRunParams{RunnerID: "r1", LeaseTTL: 20 * time.Millisecond, RunID: r.ID})
+		if err != nil || lost == nil {
+			t.Fatalf("ClaimRun = %v, %v", lost, err)
+		}
+		k := state.StepKey{RunID: r.ID, Attempt: lost.Attempt, StepID: "a"}
+		if err := m.OnNodeStart(ctx, &state.NodeStartParams{StepKey: k, Lease: lost.Lease(), Kind: "noop", Try: 1}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "step a running in warm", func() bool { return stepStatus(r.ID, "a", 1) == "running" })
+		time.Sleep(50 * time.Millisecond)
+		swept, err := m.ExpireOldLeases(ctx, &state.ExpireOldLeasesParams{})
+		if err != nil || len(swept) != 1 {
+			t.Fatalf("ExpireOldLeases = %v, %v; want the run", swept, err)
+		}
+		eventually(t, "step a failed in warm", func() bool { return stepStatus(r.ID, "a", 1) == "failed" })
+		eventually(t, "the outbox to drain", func() bool { return pending(t, c) == 0 })
+		if !matches(t, c, ws, r.ID) {
+			t.Fatal("warm entry of the swept run does not match cold")
+		}
+
+		// Cancelled: a running step, cancel requested, the runner ends it.
+		r2, err := m.EnqueueRun(ctx, &state.EnqueueRunParams{WorkflowName: "wf"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := startRun(t, m, r2.ID)
+		k = state.StepKey{RunID: r2.ID, Attempt: run.Attempt, StepID: "b"}
+		if err := m.OnNodeStart(ctx, &state.NodeStartParams{StepKey: k, Lease: run.Lease(), Kind: "noop", Try: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.CancelRun(ctx, &state.CancelRunParams{RunID: r2.ID}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.OnRunCancelled(ctx, &state.RunCancelledParams{RunID: r2.ID, Lease: run.Lease()}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "step b cancelled in warm", func() bool { return stepStatus(r2.ID, "b", run.Attempt) == "cancelled" })
+		eventually(t, "the cancelled run in warm", func() bool { return matches(t, c, ws, r2.ID) })
+	})
+}
