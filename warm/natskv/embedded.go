@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -33,12 +34,15 @@ type EmbeddedOptions struct {
 
 // Server is a running embedded nats-server.
 type Server struct {
-	ns *server.Server
+	ns     *server.Server
+	unlock func()
+	once   sync.Once
 }
 
 // StartServer starts an embedded nats-server with JetStream storing in
 // eo.Dir. Errors: no Dir, a directory that cannot be created, a port in
-// use, a server not ready within StartTimeout. Stop it with Shutdown.
+// use, the directory locked by another embedded server, a server not ready
+// within StartTimeout. Stop it with Shutdown.
 func StartServer(eo EmbeddedOptions) (*Server, error) {
 	if eo.Dir == "" {
 		return nil, errors.New("warm/natskv: embedded NATS: EmbeddedOptions.Dir (the JetStream store directory) is empty")
@@ -54,6 +58,10 @@ func StartServer(eo EmbeddedOptions) (*Server, error) {
 	}
 	if err := os.MkdirAll(eo.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("warm/natskv: embedded NATS: store directory: %w", err)
+	}
+	unlock, err := lockDir(eo.Dir)
+	if err != nil {
+		return nil, err
 	}
 	opts := &server.Options{
 		ServerName: "starflow-embedded",
@@ -71,20 +79,23 @@ func StartServer(eo EmbeddedOptions) (*Server, error) {
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("warm/natskv: embedded NATS in %s: %w", eo.Dir, err)
 	}
 	ns.Start()
 	if !ns.ReadyForConnections(eo.StartTimeout) {
 		ns.Shutdown()
 		ns.WaitForShutdown()
+		unlock()
 		return nil, fmt.Errorf("warm/natskv: embedded NATS in %s (port %d) not ready within %v (port in use, or the store directory locked by another server?)", eo.Dir, eo.Port, eo.StartTimeout)
 	}
 	if !ns.JetStreamEnabled() {
 		ns.Shutdown()
 		ns.WaitForShutdown()
+		unlock()
 		return nil, fmt.Errorf("warm/natskv: embedded NATS in %s: JetStream did not start", eo.Dir)
 	}
-	return &Server{ns: ns}, nil
+	return &Server{ns: ns, unlock: unlock}, nil
 }
 
 // ClientURL is "nats://HOST:PORT" of the server's listener, or "" when it
@@ -96,10 +107,14 @@ func (s *Server) ClientURL() string {
 	return s.ns.ClientURL()
 }
 
-// Shutdown stops the server and waits for it. Safe to call twice.
+// Shutdown stops the server, waits for it, and releases the store
+// directory. Safe to call twice.
 func (s *Server) Shutdown() {
-	s.ns.Shutdown()
-	s.ns.WaitForShutdown()
+	s.once.Do(func() {
+		s.ns.Shutdown()
+		s.ns.WaitForShutdown()
+		s.unlock()
+	})
 }
 
 // OpenEmbedded starts an embedded server (StartServer) and opens a Store

@@ -357,3 +357,30 @@ func (p *natsProc) stop(t *testing.T, sig syscall.Signal) {
 		t.Fatalf("nats-server did not exit within 30s of %v", sig)
 	}
 }
+
+// TestEmbeddedDirLocked: a second embedded server on the same store
+// directory is refused (it would write the same files); after the first
+// stops, the directory is free again.
+func TestEmbeddedDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	a, err := natskv.OpenEmbedded(ctx, natskv.EmbeddedOptions{Dir: dir}, natskv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := natskv.OpenEmbedded(ctx, natskv.EmbeddedOptions{Dir: dir}, natskv.Options{}); err == nil {
+		b.Close()
+		a.Close()
+		t.Fatal("a second embedded server opened the same store directory")
+	} else if !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("second open: %v, want an in-use error naming %s", err, dir)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := natskv.OpenEmbedded(ctx, natskv.EmbeddedOptions{Dir: dir}, natskv.Options{})
+	if err != nil {
+		t.Fatalf("open after the first closed: %v", err)
+	}
+	b.Close()
+}
