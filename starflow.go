@@ -73,8 +73,9 @@ type Config struct {
 	// Warm is the warm tier (SPEC §8): the live-state store read by
 	// LiveRun, LiveProgress and LiveRunners, never by run detail, history
 	// or resume. nil = no warm tier. With one, Start also runs the outbox
-	// drainer and the hash sweep (with Maintenance, or a runner) and the
-	// presence publisher (with a runner), and step progress goes to it.
+	// drainer (with a runner or Maintenance), the hash sweep (with
+	// Maintenance) and the presence publisher (with a runner), and step
+	// progress goes to it.
 	// The cold store must then mirror its writes to mirror_outbox (see
 	// WarmOptions and the mirror package). The engine does not close it.
 	Warm warm.Store

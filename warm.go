@@ -39,7 +39,8 @@ type WarmOptions struct {
 	// when nothing signalled new ones. Default: the mirror's (100 ms).
 	DrainPoll time.Duration
 	// HashSweepInterval is the period of the hash-compare sweep that
-	// corrects divergent or missing warm entries. Default 30 s.
+	// corrects divergent or missing warm entries; it runs in engines with
+	// Config.Maintenance. Default 30 s.
 	HashSweepInterval time.Duration
 	// HealthWarning / HealthCritical are the ages of the oldest unapplied
 	// outbox row past which Health says warning / critical. Defaults 2 s
@@ -118,8 +119,9 @@ func newWarmTier(cfg Config) (state.Adapter, *warmTier, error) {
 		return nil, nil, err
 	}
 	t.opts, t.warm = opts, cfg.Warm
+	// The hash sweep is maintenance: it runs where the lease sweep does.
 	sweep := opts.HashSweepInterval
-	if opts.NoDrain {
+	if opts.NoDrain || !cfg.Maintenance {
 		sweep = -1
 	}
 	m, err := mirror.New(keepOpen(cfg.Store), mirror.Config{
