@@ -336,3 +336,90 @@ func TestWarmSweepCorrects(t *testing.T) {
 	}
 	c.stopGracefully()
 }
+
+// outboxGaps checks that mirror_outbox holds a row for every committed
+// mirrored write: per run, `run` rows with every version 1..mirror_version
+// (the version is bumped in the write's transaction), the newest carrying
+// the run's cold status; per step row, a `step` row with its final status.
+// It returns what is missing.
+func (c *cluster) outboxGaps() []string {
+	c.t.Helper()
+	var gaps []string
+	for _, q := range []struct{ what, sql string }{
+		{"runs whose run rows are not exactly versions 1..mirror_version", `
+			SELECT count(*) FROM workflow_runs r
+			WHERE r.mirror_version <> (SELECT count(DISTINCT o.version) FROM mirror_outbox o WHERE o.kind = 'run' AND o.run_id = r.id::text)
+			   OR r.mirror_version <> (SELECT coalesce(max(o.version), 0) FROM mirror_outbox o WHERE o.kind = 'run' AND o.run_id = r.id::text)`},
+		{"runs whose newest run row does not carry the cold status", `
+			SELECT count(*) FROM workflow_runs r
+			WHERE r.mirror_version > 0 AND NOT EXISTS (
+			    SELECT 1 FROM mirror_outbox o WHERE o.kind = 'run' AND o.run_id = r.id::text
+			    AND o.version = r.mirror_version AND o.payload->>'status' = r.status)`},
+		{"step rows without a step outbox row of their status", `
+			SELECT count(*) FROM workflow_steps s
+			WHERE NOT EXISTS (
+			    SELECT 1 FROM mirror_outbox o WHERE o.kind = 'step' AND o.run_id = s.run_id::text
+			    AND (o.payload->>'attempt')::int = s.attempt AND o.payload->>'scope_path' = s.scope_path
+			    AND o.payload->>'step_id' = s.step_id AND o.payload->>'status' = s.status)`},
+	} {
+		if n := c.count(q.sql); n > 0 {
+			gaps = append(gaps, fmt.Sprintf("%d %s", n, q.what))
+		}
+	}
+	return gaps
+}
+
+// TestWarmSIGKILLKeepsOutbox (issue 6, Acceptance): a worker whose warm
+// store (NATS) is down executes runs, so every cold write's outbox row
+// waits undrained; the worker is killed with SIGKILL mid-run. Every
+// committed write still has its outbox row (they share its transaction),
+// none applied. With NATS back, a server (drainer, lease sweep) and a new
+// worker finish the runs, the outbox drains to zero and every warm entry
+// matches cold.
+func TestWarmSIGKILLKeepsOutbox(t *testing.T) {
+	const runs, steps = 40, 5
+	c := newCluster(t, 16)
+	n := startNATS(t)
+	n.stop() // the warm store is down from the start
+	svc := newSideEffects(t, c)
+	c.apply("sidefx", sideEffectWorkflow("sidefx", svc.URL(), steps, nil))
+	c.enqueue("sidefx", runs)
+	w1 := c.startWorker("w1", append(crashWorkerFlags, warmFlags(n.URL())...)...)
+	waitFor(t, 120*time.Second, "runs to succeed while w1 holds leases", func() bool {
+		return c.count(`SELECT count(*) FROM workflow_runs WHERE status = 'succeeded'`) >= 10 && c.leasedBy(w1.runnerID) > 0
+	})
+	w1.kill(t)
+	held := c.leasedBy(w1.runnerID)
+	succeeded := c.count(`SELECT count(*) FROM workflow_runs WHERE status = 'succeeded'`)
+	rows := c.count(`SELECT count(*) FROM mirror_outbox`)
+	t.Logf("killed w1 holding %d runs; %d succeeded; %d outbox rows", held, succeeded, rows)
+	if applied := c.count(`SELECT count(*) FROM mirror_outbox WHERE applied_at IS NOT NULL`); applied != 0 || rows == 0 {
+		t.Fatalf("with the warm store down: %d rows, %d applied", rows, applied)
+	}
+	if gaps := c.outboxGaps(); len(gaps) > 0 {
+		t.Fatalf("outbox rows lost by the SIGKILL: %s", strings.Join(gaps, "; "))
+	}
+	if c.count(`SELECT count(*) FROM workflow_steps`) < succeeded*steps {
+		t.Fatal("fewer step rows than the succeeded runs' steps")
+	}
+
+	n.restart()
+	_, base := c.startWarmServer(n.URL())
+	c.startWorker("w2", append(crashWorkerFlags, warmFlags(n.URL())...)...)
+	c.waitAllSucceeded(runs, 150*time.Second)
+	waitFor(t, 60*time.Second, "the outbox to drain to zero", func() bool {
+		h := getHealth(t, base)
+		return h.OutboxPending == 0 && h.Warm == "ok"
+	})
+	if got := c.count(`SELECT count(*) FROM mirror_outbox WHERE applied_at IS NULL`); got != 0 {
+		t.Fatalf("%d unapplied rows after the drain", got)
+	}
+	if gaps := c.outboxGaps(); len(gaps) > 0 {
+		t.Fatalf("after recovery: %s", strings.Join(gaps, "; "))
+	}
+	ws := openWarm(t, n.URL())
+	if bad := warmMismatches(t, ws, c.coldRuns()); len(bad) > 0 {
+		t.Fatalf("%d warm entries do not match cold:\n%s", len(bad), strings.Join(bad, "\n"))
+	}
+	c.stopGracefully()
+}
