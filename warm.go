@@ -36,7 +36,7 @@ const (
 // fields take the defaults named; durations must not be negative.
 type WarmOptions struct {
 	// DrainPoll is how often the drainer looks for unapplied outbox rows
-	// when nothing signalled new ones. Default: the mirror's (100 ms).
+	// when nothing signalled new ones. Default: the mirror's (200 ms).
 	DrainPoll time.Duration
 	// HashSweepInterval is the period of the hash-compare sweep that
 	// corrects divergent or missing warm entries; it runs in engines with

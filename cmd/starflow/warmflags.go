@@ -52,7 +52,7 @@ func (w *warmFlags) register(cmd *cobra.Command, defaultWarm, defaultAddr string
 	cmd.Flags().DurationVar(&w.opts.HealthWarning, "warm-health-warn", starflow.HealthWarningDefault, "health says warning when the oldest unapplied outbox row is older than this")
 	cmd.Flags().DurationVar(&w.opts.HealthCritical, "warm-health-critical", starflow.HealthCriticalDefault, "health says critical past this age")
 	cmd.Flags().DurationVar(&w.opts.HashSweepInterval, "warm-sweep-interval", starflow.HashSweepIntervalDefault, "period of the hash-compare sweep that repairs warm entries")
-	cmd.Flags().DurationVar(&w.opts.DrainPoll, "drain-poll", 0, "how often the outbox drainer looks for rows (default the mirror's, 100ms)")
+	cmd.Flags().DurationVar(&w.opts.DrainPoll, "drain-poll", 0, "how often the outbox drainer looks for rows (default the mirror's, 200ms)")
 	cmd.Flags().DurationVar(&w.opts.OutboxRetention, "outbox-retention", 0, "how long applied outbox rows are kept (default the mirror's, 1h)")
 	cmd.Flags().DurationVar(&w.opts.PresenceInterval, "presence-interval", starflow.PresenceIntervalDefault, "how often a runner republishes its presence (it expires after three intervals)")
 }
