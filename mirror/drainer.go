@@ -46,7 +46,8 @@ func (d *Drainer) Nudge() {
 	}
 }
 
-// Run drains until ctx ends: after each pass it waits for a nudge or
+// Run drains until ctx ends: after each pass it waits for a nudge (then
+// Config.Coalesce more, so that a burst of writes drains in one pass) or
 // Config.PollInterval (no wait when the pass was full), after a failed
 // pass the backoff; every Config.PruneInterval it prunes.
 func (d *Drainer) Run(ctx context.Context) {
@@ -80,6 +81,11 @@ func (d *Drainer) Run(ctx context.Context) {
 			t.Stop()
 			return
 		case <-d.nudge:
+			// Let the writes of the next few milliseconds join this pass.
+			if !sleep(ctx, d.cfg.Coalesce) {
+				t.Stop()
+				return
+			}
 		case <-t.C:
 		}
 		t.Stop()
@@ -167,6 +173,7 @@ func (d *Drainer) applyKind(ctx context.Context, r *state.OutboxRow) error {
 			return skip(err)
 		}
 		e.Version = r.Version
+		e.Hash = Hash(&e)
 		wrote, err := d.warm.PutRun(ctx, &e, false)
 		if err != nil {
 			return err

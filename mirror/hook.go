@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -99,6 +100,14 @@ func hook(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) er
 			}
 			stepsOf[r.ID] = append(stepsOf[r.ID], more...)
 		}
+		force := len(stepsOf[r.ID]) > 0 || len(varsOf[r.ID]) > 0
+		if d.pg {
+			if err := pgRun(ctx, tx, r, stepsOf[r.ID], varsOf[r.ID], force); err != nil {
+				return err
+			}
+			versions[r.ID] = -1 // its session variables went with it
+			continue
+		}
 		current, err := currentSteps(ctx, tx, d, r)
 		if err != nil {
 			return err
@@ -108,7 +117,6 @@ func hook(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) er
 		if err != nil {
 			return fmt.Errorf("mirror: hook: run %s: %w", r.ID, err)
 		}
-		force := len(stepsOf[r.ID]) > 0 || len(varsOf[r.ID]) > 0
 		var v int64
 		err = tx.QueryRow(ctx, d.bump, r.ID, ph, force).Scan(&v)
 		if isNoRows(err) {
@@ -135,8 +143,10 @@ func hook(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) er
 		if id == "" {
 			id = ch.RunID
 		}
-		p := &SessionVarPayload{WorkspaceID: v.WorkspaceID, SessionID: v.SessionID, Key: v.Key, Value: v.Value, Deleted: v.Value == nil}
-		if err := ins.add(id, state.OutboxKindSessionVar, p, versions[id]); err != nil {
+		if versions[id] < 0 {
+			continue
+		}
+		if err := ins.add(id, state.OutboxKindSessionVar, sessionVarPayload(v), versions[id]); err != nil {
 			return err
 		}
 	}
@@ -148,6 +158,79 @@ func hook(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) er
 	}
 	return nil
 }
+
+func sessionVarPayload(v *starflowtype.SessionVar) *SessionVarPayload {
+	return &SessionVarPayload{WorkspaceID: v.WorkspaceID, SessionID: v.SessionID, Key: v.Key, Value: v.Value, Deleted: v.Value == nil}
+}
+
+// pgRun is the hook's work for one run on PostgreSQL in one statement
+// (pgMirrorRun): read the current steps, bump the version unless the
+// projection is unchanged (and not forced), and insert the rows — step
+// rows, the run row with the current steps and version merged in, the
+// session-variable rows — in that order. The run payload carries no
+// hash; the drainer computes it (Hash) from the entry and the row's
+// version.
+func pgRun(ctx context.Context, tx state.Tx, r *starflowtype.Run, steps []*starflowtype.Step, vars []*starflowtype.SessionVar, force bool) error {
+	e := RunEntry(r, nil, 0)
+	e.Hash = ""
+	proj := *e
+	proj.UpdatedAt = time.Time{}
+	projJSON, err := json.Marshal(&proj)
+	if err != nil {
+		return fmt.Errorf("mirror: hook: run %s: %w", r.ID, err)
+	}
+	var kinds, payloads []string
+	add := func(kind string, v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("mirror: hook: %s row of run %s: %w", kind, r.ID, err)
+		}
+		kinds, payloads = append(kinds, kind), append(payloads, string(b))
+		return nil
+	}
+	for _, s := range steps {
+		if err := add(state.OutboxKindStep, StepEntry(s)); err != nil {
+			return err
+		}
+	}
+	if err := add(state.OutboxKindRun, e); err != nil {
+		return err
+	}
+	for _, v := range vars {
+		if err := add(state.OutboxKindSessionVar, sessionVarPayload(v)); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.Exec(ctx, pgMirrorRun, r.ID, r.Attempt, string(projJSON), force, kinds, payloads); err != nil {
+		return fmt.Errorf("mirror: hook: mirror_outbox rows of run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// pgMirrorRun: $1 run id, $2 attempt, $3 the projection's JSON without
+// current steps and updated_at, $4 force, $5/$6 the rows' kinds and
+// payloads in order. mirror_hash is md5 of the projection and the current
+// steps.
+const pgMirrorRun = `WITH cur AS (
+  SELECT coalesce(json_agg(json_build_object('run_id', s.run_id::text, 'attempt', s.attempt,
+      'scope_path', s.scope_path, 'step_id', s.step_id, 'kind', s.kind, 'status', s.status,
+      'tries', s.tries, 'error', coalesce(s.error, '')) ORDER BY s.scope_path, s.step_id), '[]'::json) AS steps
+  FROM workflow_steps s
+  WHERE s.run_id = $1::text::uuid AND s.attempt = $2::int AND s.status IN ('running', 'waiting')
+), b AS (
+  UPDATE workflow_runs r SET mirror_version = r.mirror_version + 1, mirror_hash = md5($3::text || cur.steps::text)
+  FROM cur
+  WHERE r.id = $1::text::uuid AND ($4::bool OR r.mirror_hash IS DISTINCT FROM md5($3::text || cur.steps::text))
+  RETURNING r.mirror_version, cur.steps
+)
+INSERT INTO mirror_outbox (run_id, kind, payload, version)
+SELECT $1::text, v.kind,
+  CASE WHEN v.kind = 'run'
+    THEN (v.payload::jsonb || jsonb_build_object('current_steps', b.steps, 'version', b.mirror_version))::json
+    ELSE v.payload::json END,
+  b.mirror_version
+FROM b CROSS JOIN unnest($5::text[], $6::text[]) WITH ORDINALITY AS v(kind, payload, ord)
+ORDER BY v.ord`
 
 // endedAttempt names the attempt whose left-running steps a write ended
 // in bulk without listing them in Change.Steps: the lease sweep (steps of
@@ -220,11 +303,13 @@ func isNoRows(err error) bool {
 }
 
 type sqlDialect struct {
+	pg                   bool
 	bump, current, ended string
-	ph            func(n int) string
+	ph                   func(n int) string
 }
 
 var pgDialect = sqlDialect{
+	pg: true,
 	bump: `UPDATE workflow_runs SET mirror_version = mirror_version + 1, mirror_hash = $2
 WHERE id = $1 AND ($3 OR mirror_hash IS DISTINCT FROM $2) RETURNING mirror_version`,
 	current: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, '') FROM workflow_steps

@@ -17,6 +17,7 @@ import (
 // Defaults of Config.
 const (
 	PollIntervalDefault   = 200 * time.Millisecond
+	CoalesceDefault       = 10 * time.Millisecond
 	RetentionDefault      = time.Hour
 	PruneIntervalDefault  = time.Minute
 	SweepIntervalDefault  = 30 * time.Second
@@ -49,6 +50,11 @@ type Config struct {
 	// write nudged it (writes through this Adapter nudge it at once; writes
 	// of other processes are found by the poll). Default 200 ms.
 	PollInterval time.Duration
+	// Coalesce is how long the drainer waits after a nudge before its
+	// pass, so that concurrent writes drain together (fewer passes, each
+	// one transaction and four statements on PostgreSQL). Default 10 ms;
+	// negative: no wait.
+	Coalesce time.Duration
 	// BatchSize bounds the rows of one drain pass. Default 500.
 	BatchSize int
 	// ApplyTimeout bounds one warm-store call of the drainer. Default 5 s.
@@ -90,6 +96,9 @@ func (c Config) WithDefaults() Config {
 		}
 	}
 	def(&c.PollInterval, PollIntervalDefault)
+	if c.Coalesce == 0 {
+		c.Coalesce = CoalesceDefault
+	}
 	def(&c.ApplyTimeout, ApplyTimeoutDefault)
 	def(&c.BackoffMin, BackoffMinDefault)
 	def(&c.BackoffMax, BackoffMaxDefault)

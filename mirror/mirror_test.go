@@ -57,8 +57,8 @@ func TestSameTransaction(t *testing.T) {
 			t.Fatalf("rows after EnqueueRun = %+v, want one run row of version 1", rows)
 		}
 		var e warm.RunEntry
-		if err := json.Unmarshal(rows[0].Payload, &e); err != nil || e.Status != "queued" || e.RunID != r.ID || e.Version != 1 || e.Hash != mirror.Hash(&e) {
-			t.Fatalf("run row payload %s (%v): want the queued entry, version 1, with its hash", rows[0].Payload, err)
+		if err := json.Unmarshal(rows[0].Payload, &e); err != nil || e.Status != "queued" || e.RunID != r.ID || e.Version != 1 {
+			t.Fatalf("run row payload %s (%v): want the queued entry, version 1", rows[0].Payload, err)
 		}
 		r = startRun(t, c, r.ID)
 		before := len(unapplied(t, c))

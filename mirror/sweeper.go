@@ -109,6 +109,10 @@ func (r *SweepResult) add(reason string) {
 
 const reasonSkipped = "skipped"
 
+// reconcileStep is how often an end-of-run reconciliation looks whether
+// the run's rows drained.
+const reconcileStep = 50 * time.Millisecond
+
 // check compares one run; returns "" (equal), reasonSkipped, or the
 // correction reason.
 func (s *Sweeper) check(ctx context.Context, mr *state.MirrorRun) (string, error) {
@@ -162,6 +166,11 @@ func (s *Sweeper) check(ctx context.Context, mr *state.MirrorRun) (string, error
 // did not drain in time or the run kept changing).
 func (s *Sweeper) Reconcile(ctx context.Context, runID string) (string, error) {
 	deadline := time.Now().Add(s.cfg.ReconcileWait)
+	// The run's last rows were committed just now: give the drainer one
+	// pass before the first look.
+	if !sleep(ctx, reconcileStep) {
+		return "", ctx.Err()
+	}
 	for {
 		mrs, err := s.ob.MirrorRuns(ctx, &state.MirrorRunsParams{RunIDs: []string{runID}})
 		if err != nil {
@@ -179,7 +188,7 @@ func (s *Sweeper) Reconcile(ctx context.Context, runID string) (string, error) {
 		if time.Now().After(deadline) {
 			return reasonSkipped, nil
 		}
-		if !sleep(ctx, 20*time.Millisecond) {
+		if !sleep(ctx, reconcileStep) {
 			return "", ctx.Err()
 		}
 	}
