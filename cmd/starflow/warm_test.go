@@ -204,6 +204,8 @@ func TestWarmFlagsRejected(t *testing.T) {
 		{[]string{"server", "--db", "x.db", "--addr", "0.0.0.0:8480"}, nil, "not a loopback address"},
 		{[]string{"dev", "--db", "x.db"}, []string{"STARFLOW_ADDR=10.1.2.3:80"}, "not a loopback address"},
 		{[]string{"dev", "--db", "x.db", "--warm-health-warn", "5s", "--warm-health-critical", "1s"}, nil, "--warm-health-critical"},
+		{[]string{"runs", "live", "some-id"}, nil, "no warm tier given"},
+		{[]string{"runs", "live", "some-id", "--warm", "memory"}, nil, "inside the process"},
 	} {
 		r := starflowCmd(t, dir, tc.env, tc.args...)
 		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {

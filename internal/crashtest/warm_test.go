@@ -253,6 +253,11 @@ func TestWarmNATSOutage(t *testing.T) {
 	if after := c.coldAnswers(n.URL(), first, false); after != before {
 		t.Fatalf("cold answers of the first run changed during the outage:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
+	// The live view reads the warm tier only: it fails while NATS is down.
+	live := exec.Command(binary, "runs", "live", first[0], "--warm", n.URL())
+	if out, err := live.CombinedOutput(); err == nil {
+		t.Fatalf("runs live with NATS down succeeded:\n%s", out)
+	}
 	// Detail, ledger and events of every tenth run, and the whole history.
 	var all []string
 	for i, id := range c.runIDs(`SELECT id::text FROM workflow_runs ORDER BY id`) {
@@ -281,6 +286,18 @@ func TestWarmNATSOutage(t *testing.T) {
 	}
 	if bad := warmMismatches(t, ws, cold); len(bad) > 0 {
 		t.Fatalf("%d warm entries do not match cold after the drain:\n%s", len(bad), strings.Join(bad, "\n"))
+	}
+	var lv struct {
+		Run struct {
+			Status  string `json:"status"`
+			Version int64  `json:"version"`
+		} `json:"run"`
+	}
+	if err := json.Unmarshal([]byte(c.warmCLI(n.URL(), "runs", "live", first[0], "--json")), &lv); err != nil {
+		t.Fatal(err)
+	}
+	if lv.Run.Status != "succeeded" || lv.Run.Version != cold[first[0]].version {
+		t.Fatalf("runs live: %+v, cold %+v", lv.Run, cold[first[0]])
 	}
 	c.stopGracefully()
 }
