@@ -413,3 +413,49 @@ func coldContains(t *testing.T, h *harness, needle string) string {
 	}
 	return ""
 }
+
+// TestWarmSweepMemory: with Maintenance, the hash sweep corrects a warm
+// entry corrupted by hand and one deleted by hand (memory store), and
+// counts both in starflow_warm_corrections_total.
+func TestWarmSweepMemory(t *testing.T) {
+	h, ws := newWarmHarness(t, starflow.Config{Maintenance: true,
+		WarmOptions: starflow.WarmOptions{HashSweepInterval: 100 * time.Millisecond}})
+	h.start()
+	ctx := context.Background()
+	a := h.runToEnd("name: one\nsteps:\n  - id: a\n    context_set: {x: 1}\n", nil)
+	b := h.runToEnd("name: one\nsteps:\n  - id: a\n    context_set: {x: 1}\n", nil)
+	matches := func(id string) bool {
+		e, err := ws.GetRun(ctx, id)
+		return err == nil && e.Status == "succeeded" && e.Version == coldVersion(t, h, id)
+	}
+	eventually(t, "warm to match cold", func() bool { return matches(a.ID) && matches(b.ID) })
+	corrections := func() float64 {
+		mfs, err := h.eng.Metrics().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := 0.0
+		for _, mf := range mfs {
+			if mf.GetName() == "starflow_warm_corrections_total" {
+				for _, m := range mf.GetMetric() {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+		return sum
+	}
+	before := corrections()
+	e, _ := ws.GetRun(ctx, a.ID)
+	e.Status, e.Version = "running", e.Version+7
+	if _, err := ws.PutRun(ctx, e, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.DeleteRun(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if matches(a.ID) || matches(b.ID) {
+		t.Fatal("the corruption did not take")
+	}
+	eventually(t, "the sweep to correct both entries", func() bool { return matches(a.ID) && matches(b.ID) })
+	eventually(t, "two corrections counted", func() bool { return corrections() >= before+2 })
+}
