@@ -198,7 +198,7 @@ done by "starflow server" or "starflow dev".`,
 		},
 	}
 	f.register(cmd, true, false)
-	f.warm.register(cmd, warmNone, "")
+	f.warm.register(cmd, warmNone, "", true, false)
 	return cmd
 }
 
@@ -214,7 +214,7 @@ func newServerCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	f.register(cmd, false, true)
-	f.warm.register(cmd, warmNone, httpserver.AddrDefault)
+	f.warm.register(cmd, warmNone, httpserver.AddrDefault, false, true)
 	return cmd
 }
 
@@ -229,7 +229,7 @@ func newDevCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	f.register(cmd, true, true)
-	f.warm.register(cmd, "memory", httpserver.AddrDefault)
+	f.warm.register(cmd, "memory", httpserver.AddrDefault, true, true)
 	return cmd
 }
 

@@ -37,10 +37,11 @@ type warmFlags struct {
 	opts        starflow.WarmOptions
 }
 
-// register adds --warm, --addr and the tunables. defaultWarm is memory for
-// dev and none for server and worker; defaultAddr is "" (no listener) for
-// worker.
-func (w *warmFlags) register(cmd *cobra.Command, defaultWarm, defaultAddr string) {
+// register adds --warm, --addr and the tunables (--presence-interval with
+// a runner, --warm-sweep-interval with maintenance). defaultWarm is memory
+// for dev and none for server and worker; defaultAddr is "" (no listener)
+// for worker.
+func (w *warmFlags) register(cmd *cobra.Command, defaultWarm, defaultAddr string, runner, maintenance bool) {
 	w.defaultWarm, w.defaultAddr = defaultWarm, defaultAddr
 	cmd.Flags().StringVar(&w.spec, "warm", "", fmt.Sprintf("warm tier (live status, progress, presence): memory, embedded (an in-process NATS server), nats://HOST:PORT, or none (env %s, default %s)", envWarm, defaultWarm))
 	addrHelp := fmt.Sprintf("HTTP listener for /healthz, /metrics and live views, HOST:PORT (env %s, default %s; loopback only)", envAddr, defaultAddr)
@@ -51,10 +52,16 @@ func (w *warmFlags) register(cmd *cobra.Command, defaultWarm, defaultAddr string
 	cmd.Flags().StringVar(&w.dir, "warm-dir", "", "data directory of --warm embedded (default: the SQLite file's path + .warm, or ./starflow.warm)")
 	cmd.Flags().DurationVar(&w.opts.HealthWarning, "warm-health-warn", starflow.HealthWarningDefault, "health says warning when the oldest unapplied outbox row is older than this")
 	cmd.Flags().DurationVar(&w.opts.HealthCritical, "warm-health-critical", starflow.HealthCriticalDefault, "health says critical past this age")
-	cmd.Flags().DurationVar(&w.opts.HashSweepInterval, "warm-sweep-interval", starflow.HashSweepIntervalDefault, "period of the hash-compare sweep that repairs warm entries")
+	w.opts.HashSweepInterval = starflow.HashSweepIntervalDefault
+	if maintenance {
+		cmd.Flags().DurationVar(&w.opts.HashSweepInterval, "warm-sweep-interval", starflow.HashSweepIntervalDefault, "period of the hash-compare sweep that repairs warm entries")
+	}
 	cmd.Flags().DurationVar(&w.opts.DrainPoll, "drain-poll", 0, "how often the outbox drainer looks for rows (default the mirror's, 200ms)")
 	cmd.Flags().DurationVar(&w.opts.OutboxRetention, "outbox-retention", 0, "how long applied outbox rows are kept (default the mirror's, 1h)")
-	cmd.Flags().DurationVar(&w.opts.PresenceInterval, "presence-interval", starflow.PresenceIntervalDefault, "how often a runner republishes its presence (it expires after three intervals)")
+	w.opts.PresenceInterval = starflow.PresenceIntervalDefault
+	if runner {
+		cmd.Flags().DurationVar(&w.opts.PresenceInterval, "presence-interval", starflow.PresenceIntervalDefault, "how often the runner republishes its presence (it expires after three intervals)")
+	}
 }
 
 // resolve applies the environment and defaults, and checks the values.

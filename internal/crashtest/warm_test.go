@@ -21,10 +21,14 @@ import (
 // `starflow worker` processes on PostgreSQL with a nats-server subprocess
 // each test owns, stopped (SIGKILL) and restarted under load.
 
-// warmFlags are the short warm-tier tunables of these tests' processes.
-func warmFlags(natsURL string) []string {
-	return []string{"--warm", natsURL, "--warm-health-warn", "300ms", "--warm-health-critical", "2s",
-		"--warm-sweep-interval", "1s", "--drain-poll", "50ms", "--presence-interval", "500ms"}
+// warmFlags are the short warm-tier tunables of these tests' processes
+// (server: the listener's thresholds; worker: its presence interval).
+func warmFlags(natsURL string, role string) []string {
+	f := []string{"--warm", natsURL, "--warm-health-warn", "300ms", "--warm-health-critical", "2s", "--drain-poll", "50ms"}
+	if role == "server" {
+		return append(f, "--warm-sweep-interval", "1s")
+	}
+	return append(f, "--presence-interval", "500ms")
 }
 
 // startWarmServer starts `starflow server` with the warm tier on natsURL
@@ -32,7 +36,7 @@ func warmFlags(natsURL string) []string {
 // listener's base URL.
 func (c *cluster) startWarmServer(natsURL string, extra ...string) (*process, string) {
 	c.t.Helper()
-	args := append([]string{"server", "--store", c.storeURL, "--sweep-interval", "1s", "--addr", "127.0.0.1:0"}, warmFlags(natsURL)...)
+	args := append([]string{"server", "--store", c.storeURL, "--sweep-interval", "1s", "--addr", "127.0.0.1:0"}, warmFlags(natsURL, "server")...)
 	p := c.start("server", nil, append(args, extra...)...)
 	p.waitStarted(c.t, "server")
 	m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(p.log.String())
@@ -195,8 +199,8 @@ func TestWarmNATSOutage(t *testing.T) {
 	svc := newSideEffects(t, c)
 	c.apply("sidefx", sideEffectWorkflow("sidefx", svc.URL(), steps, nil))
 	_, base := c.startWarmServer(n.URL())
-	c.startWorker("w1", append(crashWorkerFlags, warmFlags(n.URL())...)...)
-	c.startWorker("w2", append(crashWorkerFlags, warmFlags(n.URL())...)...)
+	c.startWorker("w1", append(crashWorkerFlags, warmFlags(n.URL(), "worker")...)...)
+	c.startWorker("w2", append(crashWorkerFlags, warmFlags(n.URL(), "worker")...)...)
 
 	// A run finished before the outage: its cold answers must not change.
 	first := c.enqueue("sidefx", 1)
@@ -314,7 +318,7 @@ func TestWarmSweepCorrects(t *testing.T) {
 	svc := newSideEffects(t, c)
 	c.apply("sidefx", sideEffectWorkflow("sidefx", svc.URL(), 3, nil))
 	_, base := c.startWarmServer(n.URL())
-	c.startWorker("w1", append(crashWorkerFlags, warmFlags(n.URL())...)...)
+	c.startWorker("w1", append(crashWorkerFlags, warmFlags(n.URL(), "worker")...)...)
 	ids := c.enqueue("sidefx", runs)
 	c.waitAllSucceeded(runs, 120*time.Second)
 	ws := openWarm(t, n.URL())
@@ -401,7 +405,7 @@ func TestWarmSIGKILLKeepsOutbox(t *testing.T) {
 	svc := newSideEffects(t, c)
 	c.apply("sidefx", sideEffectWorkflow("sidefx", svc.URL(), steps, nil))
 	c.enqueue("sidefx", runs)
-	w1 := c.startWorker("w1", append(crashWorkerFlags, warmFlags(n.URL())...)...)
+	w1 := c.startWorker("w1", append(crashWorkerFlags, warmFlags(n.URL(), "worker")...)...)
 	waitFor(t, 120*time.Second, "runs to succeed while w1 holds leases", func() bool {
 		return c.count(`SELECT count(*) FROM workflow_runs WHERE status = 'succeeded'`) >= 10 && c.leasedBy(w1.runnerID) > 0
 	})
@@ -422,7 +426,7 @@ func TestWarmSIGKILLKeepsOutbox(t *testing.T) {
 
 	n.restart()
 	_, base := c.startWarmServer(n.URL())
-	c.startWorker("w2", append(crashWorkerFlags, warmFlags(n.URL())...)...)
+	c.startWorker("w2", append(crashWorkerFlags, warmFlags(n.URL(), "worker")...)...)
 	c.waitAllSucceeded(runs, 150*time.Second)
 	waitFor(t, 60*time.Second, "the outbox to drain to zero", func() bool {
 		h := getHealth(t, base)
