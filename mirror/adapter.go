@@ -36,9 +36,12 @@ func (m *Adapter) reconcile(runID string) {
 	if m.sweeper == nil {
 		return
 	}
-	select {
-	case <-m.stop:
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing {
 		return
+	}
+	select {
 	case m.sem <- struct{}{}:
 	default:
 		m.metrics.Reconciles.WithLabelValues(reasonSkipped).Inc()

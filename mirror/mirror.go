@@ -152,10 +152,12 @@ type Adapter struct {
 	sweeper       *Sweeper
 	direct        *direct
 
-	wg   sync.WaitGroup // background reconciliations
-	sem  chan struct{}
-	stop chan struct{}
-	once sync.Once
+	mu      sync.Mutex // guards closing and wg.Add against Close
+	closing bool
+	wg      sync.WaitGroup // background reconciliations
+	sem     chan struct{}
+	stop    chan struct{}
+	once    sync.Once
 }
 
 // New wraps cold. When cold implements state.Outbox (sqlitestore,
@@ -230,7 +232,12 @@ func (m *Adapter) Run(ctx context.Context) error {
 // to return) and closes the cold adapter. Run's ctx must be cancelled
 // separately.
 func (m *Adapter) Close() error {
-	m.once.Do(func() { close(m.stop) })
+	m.once.Do(func() {
+		m.mu.Lock()
+		m.closing = true
+		m.mu.Unlock()
+		close(m.stop)
+	})
 	m.wg.Wait()
 	return m.Adapter.Close()
 }
