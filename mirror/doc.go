@@ -27,4 +27,7 @@
 // Authority: the warm tier is a hint. Mirror reads (GetRun, ListRuns,
 // ListSteps, …) go to the cold adapter; nothing in this package reads warm
 // to answer a cold read.
+//
+// Import rule: state, starflowtype, warm, the Prometheus client and pgx
+// (its ErrNoRows); never a concrete adapter or warm store outside tests.
 package mirror
