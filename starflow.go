@@ -15,6 +15,7 @@ import (
 	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/internal/maintenance"
 	"github.com/starflow/starflow/internal/runner"
+	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/step"
@@ -50,6 +51,9 @@ type Config struct {
 	// (boot reconciliation) and one every SweepInterval (default 30 s).
 	Maintenance   bool
 	SweepInterval time.Duration
+	// WaitMaintenance tunes the wait passes Maintenance also runs: the
+	// durable timer poller, the notify retrier and the session-variable GC.
+	WaitMaintenance WaitMaintenanceConfig
 
 	// StepTimeout is the default timeout of one step try. Default 30 s.
 	StepTimeout time.Duration
@@ -81,6 +85,19 @@ type Config struct {
 	Warm warm.Store
 	// WarmOptions tune the warm tier; zero fields take their defaults.
 	WarmOptions WarmOptions
+	// WakeKeys is the wake-token key ring in the STARFLOW_WAKE_KEYS format
+	// ("kid:base64secret,kid2:base64secret"; the first signs, all verify).
+	// Default "": the store's keys, one generated and stored on first use.
+	WakeKeys string
+	// WakeURL is what notify receivers get as wake_url, "{token}" replaced
+	// by the token (e.g. "https://starflow.example.com/wake/{token}").
+	// Default "".
+	WakeURL string
+	// WaitHook is for tests: called at each commit boundary of entering a
+	// durable wait (engine.wait.after_paused, engine.wait.after_register,
+	// engine.wait.before_notify) with the run id, scope path and step id;
+	// blocking in it pauses the run there. Default nil.
+	WaitHook func(point, runID, scopePath, stepID string)
 }
 
 // EnqueueOptions are the optional settings of one enqueue.
@@ -116,7 +133,8 @@ type Engine struct {
 	runner   *runner.Runner
 	sweep    *maintenance.LeaseSweep
 	warm     warm.Store
-	tier     *warmTier // nil without a warm store
+	tier     *warmTier        // nil without a warm store
+	waits    *waitMaintenance // started with Maintenance
 
 	listenCancel context.CancelFunc
 	listenDone   chan struct{}
@@ -162,16 +180,30 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	reg := engine.NewRegistry()
+	var keys []waketoken.Key
+	if cfg.WakeKeys != "" {
+		var err error
+		if keys, err = waketoken.ParseKeys(cfg.WakeKeys); err != nil {
+			return nil, fmt.Errorf("starflow: Config.WakeKeys: %w", err)
+		}
+	}
+	var hook func(string, state.StepKey)
+	if h := cfg.WaitHook; h != nil {
+		hook = func(point string, k state.StepKey) { h(point, k.RunID, k.ScopePath, k.StepID) }
+	}
+	e := &Engine{cfg: cfg, store: store, warm: cfg.Warm, tier: tier, registry: reg, changed: make(chan struct{})}
 	eng, err := engine.New(engine.Config{
 		Progress: tier.progressFunc(),
 		Store:    store, Registry: reg, Expr: exprEnv, HTTPClient: cfg.HTTPClient,
 		Secrets: cfg.Secrets, Env: env, Logger: cfg.Logger, StepTimeout: cfg.StepTimeout,
 		RunRetryMin: cfg.RunRetryMin, RunRetryMax: cfg.RunRetryMax,
+		WakeKeys: keys, WakeURL: cfg.WakeURL, WaitHook: hook,
+		OnEnqueue: func() { e.runner.Notify() },
 	})
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, store: store, warm: cfg.Warm, tier: tier, registry: reg, engine: eng, changed: make(chan struct{})}
+	e.engine = eng
 	e.runner, err = runner.New(store, eng, runner.Config{
 		ID: cfg.RunnerID, Pools: cfg.Pools, Workspace: cfg.Workspace, OnlyRun: cfg.OnlyRun, LeaseTTL: cfg.LeaseTTL,
 		Heartbeat: cfg.Heartbeat, PollInterval: cfg.PollInterval, Concurrency: cfg.Concurrency,
@@ -244,8 +276,8 @@ func Supported(filename string, def *workflow.Definition) error {
 }
 
 // notExecuted are the step kinds the definition format accepts but the
-// engine does not execute yet: none today (every control-flow construct
-// runs); a kind added to the format before the engine runs it goes here.
+// engine does not execute yet: none today; a kind added to the format
+// before the engine runs it goes here.
 var notExecuted = map[string]bool{}
 
 // Apply validates a definition and stores it by revision (idempotent).
@@ -332,7 +364,8 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 }
 
 // Start starts the in-process runner (unless NoRunner) and, with
-// Maintenance, the lease sweep, whose first pass runs at once. It returns
+// Maintenance, the lease sweep and the wait passes (timer poller, notify
+// retrier, session-variable GC), whose first passes run at once. It returns
 // at once. When the store is a Listener, new work signalled by other
 // processes wakes the runner without waiting for a poll.
 func (e *Engine) Start(ctx context.Context) error {
@@ -346,6 +379,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.cfg.Maintenance {
 		if err := e.sweep.Start(ctx); err != nil {
 			return err
+		}
+		if err := e.startWaitMaintenance(ctx); err != nil {
+			return errors.Join(err, e.sweep.Stop(ctx))
 		}
 	}
 	if err := e.tier.start(ctx, e.cfg, e.runner); err != nil {
@@ -381,7 +417,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	// The sweep has no runs to finish: it stops at once, whatever is left
 	// of the grace period. The warm tier stops last: the runs' final
 	// writes are drained (or left in the outbox) first.
-	err = errors.Join(err, e.sweep.Stop(context.WithoutCancel(ctx)))
+	err = errors.Join(err, e.sweep.Stop(context.WithoutCancel(ctx)), e.stopWaitMaintenance(context.WithoutCancel(ctx)))
 	return errors.Join(err, e.tier.stop())
 }
 
@@ -425,10 +461,13 @@ func (e *Engine) WaitRun(ctx context.Context, runID string) (*starflowtype.Run, 
 }
 
 // Settled reports whether a run will not move again without an operator or
-// an external wake: a terminal status, or interrupted and not queued.
+// an external wake: a terminal status, or interrupted and neither queued
+// nor claimed (a runner that just claimed a retry has not written
+// OnRunStart yet, so the status is still interrupted).
 func Settled(run *starflowtype.Run) bool {
 	return run.Status.Terminal() ||
-		(run.Status == starflowtype.RunInterrupted && run.ClaimState != starflowtype.ClaimQueued)
+		(run.Status == starflowtype.RunInterrupted && run.ClaimState != starflowtype.ClaimQueued &&
+			run.ClaimState != starflowtype.ClaimClaimed && run.ClaimState != starflowtype.ClaimRunning)
 }
 
 func (e *Engine) broadcast() {

@@ -41,8 +41,12 @@ type Change struct {
 	Op    string // the Adapter method, e.g. "OnNodeComplete"
 	RunID string
 	Run   *starflowtype.Run
-	// Runs lists every run the write changed when it changed several (the
-	// lease sweep); Run and RunID are then empty.
+	// Runs lists every run the write changed when it changed several
+	// without being addressed to one (the lease sweep: Run and RunID are
+	// then empty, and Runs also holds parents a dead-lettered child's end
+	// re-queued); for a write addressed to one run (RunID, Run) it lists
+	// the other runs it changed: the parent a child's end woke, the
+	// children a cancel cascaded to.
 	Runs   []*starflowtype.Run
 	Steps  []*starflowtype.Step
 	Events []*starflowtype.Event

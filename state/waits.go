@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/starflow/starflow/starflowtype"
@@ -45,6 +46,57 @@ import (
 // written. CancelRun also cancels the run's non-terminal children
 // (recursively). The sweep cancels the pending waits of the attempt it
 // interrupts.
+//
+// Details every adapter implements the same way (state/statetest checks
+// them):
+//   - A wait is stored in its run's workspace (RegisterWaitParams.WorkspaceID
+//     is not used); a child wait registered without a Signal is stored with
+//     signal starflowtype.ChildSignal.
+//   - OnRunStart on a paused run (a woken run's resume) writes status
+//     running, clears checkpoint_json (ClaimRun returned it) and appends
+//     run_resumed instead of run_started. OnRunStart clears checkpoint_json
+//     on every start.
+//   - A wake re-queues a parked run only when the woken wait's step row
+//     is still waiting: a wait whose step the engine gave up (recorded
+//     failed) is completed but resumes nothing.
+//   - ParkRun of a run that is not paused is ErrConflict. ParkRun of a run
+//     an operator asked to cancel while it entered its wait (claimed or
+//     running, so CancelRun only set cancel_requested) ends it there as an
+//     immediate cancel does, and returns it cancelled: no runner would see
+//     the request once it is parked.
+//   - Inbox matching (RegisterWait): an entry addressed to the run matches
+//     when its signal equals the wait's and it has no correlation key or the
+//     wait's; an entry addressed by key alone (run_id NULL) matches a wait of
+//     the same workspace, signal and key. The oldest (created_at, then
+//     insertion order) is consumed; one entry wakes one wait.
+//   - Signal wakes the oldest pending signal or approval wait that matches
+//     and whose timeout has not passed; child and timer waits are never
+//     woken by Signal. WakeWait of a wait whose timeout passed (not yet
+//     fired by the poller) is ErrWaitClosed and changes nothing.
+//   - Wake payloads: the caller's (Signal, WakeWait, inbox) as given;
+//     timers {"fired_at": "<database now, RFC 3339>"}; timeouts
+//     {"timed_out": true}; a child's end ChildPayload. The wake_received
+//     event's payload is WakePayload (wait_id, kind, status, via, signal),
+//     not the wake payload.
+//   - A child's end is delivered only to a parent that exists and has not
+//     ended (a parent that ended waits for nothing; its resume is a new
+//     attempt with new children).
+//   - An attempt that ends while the run goes on (the sweep, OnRunError
+//     re-queueing or holding for an operator) gives the wakes it received
+//     but never resumed (a woken wait whose step row is still waiting) back
+//     to the inbox, addressed to the run with the wait's signal and key,
+//     so the next attempt's wait consumes them: a signal that arrived
+//     between RegisterWait and a crash is applied once, not lost. Timer
+//     wakes are not given back (the next attempt starts its timer again).
+//   - Change (hooks): Waits lists every wait row the write inserted or
+//     changed, as written; SessionVars the variables upserted, and those
+//     removed with a nil Value; a write that also changed other runs than
+//     its RunID (a child's end re-queueing its parent, a cancel cascading
+//     to children) lists them in Runs.
+//   - Faultpoints: "<dialect>.<Op>.before_commit" for every Waiter write
+//     as for the other writes, and inside every wake "<dialect>.wake.after_wait"
+//     (the wait row completed) and "<dialect>.wake.after_event"
+//     (wake_received appended, run not yet re-queued).
 type Waiter interface {
 	// OnRunPaused is commit boundary 1 (seed: onRunPaused + saveCheckpoint
 	// + recordPhaseIfChanged, one transaction, fenced): status paused,
@@ -300,4 +352,130 @@ func (UnimplementedWaiter) WakeKeys(context.Context) ([]WakeKey, error) {
 }
 func (UnimplementedWaiter) AddWakeKey(context.Context, WakeKey) (WakeKey, error) {
 	return WakeKey{}, ErrNotImplemented
+}
+
+// ErrDurableWaitsNeedStore is what an adapter that keeps nothing (nullstore)
+// returns from the Waiter methods that must persist: it wraps
+// ErrNotImplemented.
+var ErrDurableWaitsNeedStore = fmt.Errorf("durable waits need a durable store (sqlite or postgres): %w", ErrNotImplemented)
+
+// The helpers below are shared by the adapters, so that both dialects
+// validate the same way and write the same payloads.
+
+// PausedPayload is the run_paused event payload of p: p.Payload's fields
+// (it must be a JSON object, or empty) plus scope_path, step_id and kind.
+func PausedPayload(p *RunPausedParams) (json.RawMessage, error) {
+	m := map[string]any{}
+	if len(p.Payload) > 0 && string(p.Payload) != "null" {
+		if err := json.Unmarshal(p.Payload, &m); err != nil {
+			return nil, fmt.Errorf("run_paused payload of step %q must be a JSON object: %w", p.StepID, err)
+		}
+	}
+	m["scope_path"], m["step_id"], m["kind"] = p.ScopePath, p.StepID, p.Kind
+	return json.Marshal(m)
+}
+
+// CheckRegisterWait validates p and returns the signal name the wait is
+// stored with: p.Signal, or starflowtype.ChildSignal for a child wait
+// registered without one.
+func CheckRegisterWait(p *RegisterWaitParams) (string, error) {
+	switch p.Kind {
+	case starflowtype.WaitSignal, starflowtype.WaitApproval, starflowtype.WaitTimer, starflowtype.WaitChild:
+	default:
+		return "", fmt.Errorf("step %q: wait kind %q is not signal, timer, approval or child", p.StepID, p.Kind)
+	}
+	if p.StepID == "" {
+		return "", errors.New("wait: StepID is required")
+	}
+	signal := p.Signal
+	switch p.Kind {
+	case starflowtype.WaitChild:
+		if p.CorrelationKey == "" {
+			return "", fmt.Errorf("step %q: a child wait needs the child run id as CorrelationKey", p.StepID)
+		}
+		if signal == "" {
+			signal = starflowtype.ChildSignal
+		}
+	case starflowtype.WaitTimer:
+		if p.WakeAt.IsZero() && p.WakeIn <= 0 {
+			return "", fmt.Errorf("step %q: a timer wait needs WakeAt or WakeIn", p.StepID)
+		}
+	}
+	if !p.WakeAt.IsZero() && p.WakeIn > 0 {
+		return "", fmt.Errorf("step %q: WakeAt and WakeIn are both set; set one", p.StepID)
+	}
+	if len(p.Notify) > 0 && !json.Valid(p.Notify) {
+		return "", fmt.Errorf("step %q: notify request is not valid JSON", p.StepID)
+	}
+	return signal, nil
+}
+
+// CheckSignal validates p: a signal name, and a run id or a correlation
+// key to address it; a payload, when given, must be valid JSON.
+func CheckSignal(p *SignalParams) error {
+	if p.Signal == "" {
+		return errors.New("signal name is required")
+	}
+	if p.RunID == "" && p.CorrelationKey == "" {
+		return fmt.Errorf("signal %q: a run id or a correlation key is required", p.Signal)
+	}
+	if len(p.Payload) > 0 && !json.Valid(p.Payload) {
+		return fmt.Errorf("signal %q: payload is not valid JSON", p.Signal)
+	}
+	return nil
+}
+
+// CheckSessionSet validates p: session id, key and a valid JSON value.
+func CheckSessionSet(p *SessionSetParams) error {
+	if p.SessionID == "" || p.Key == "" {
+		return fmt.Errorf("session variable: session id (%q) and key (%q) are required", p.SessionID, p.Key)
+	}
+	if len(p.Value) == 0 || !json.Valid(p.Value) {
+		return fmt.Errorf("session %s key %q: value is not valid JSON", p.SessionID, p.Key)
+	}
+	return nil
+}
+
+// WakeKeyMinBytes is the shortest wake key secret AddWakeKey accepts.
+const WakeKeyMinBytes = 32
+
+// CheckWakeKey validates k: an id and a secret of at least WakeKeyMinBytes.
+func CheckWakeKey(k WakeKey) error {
+	if k.ID == "" {
+		return errors.New("wake key: ID is required")
+	}
+	if len(k.Secret) < WakeKeyMinBytes {
+		return fmt.Errorf("wake key %s: secret has %d bytes, want at least %d", k.ID, len(k.Secret), WakeKeyMinBytes)
+	}
+	return nil
+}
+
+// WakePayload is the wake_received event payload for wait w completed with
+// status by via ("token", "signal", "inbox", "timer", "timeout", "child"):
+// {"wait_id", "kind", "status", "via"} and "signal" when the wait has one.
+// The wake payload itself is not repeated (it is on the wait row).
+func WakePayload(w *starflowtype.Wait, status starflowtype.WaitStatus, via string) json.RawMessage {
+	m := map[string]any{"wait_id": w.ID, "kind": w.Kind, "status": status, "via": via}
+	if w.Signal != "" {
+		m["signal"] = w.Signal
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// ChildPayload is what a child run's end delivers to its parent (the wake
+// payload of the parent's child wait, or of its inbox row):
+// {"run_id", "status", "output", "error"}; output is null and error ""
+// when the run has none.
+func ChildPayload(runID, status string, output json.RawMessage, errText string) json.RawMessage {
+	if len(output) == 0 {
+		output = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(struct {
+		RunID  string          `json:"run_id"`
+		Status string          `json:"status"`
+		Output json.RawMessage `json:"output"`
+		Error  string          `json:"error"`
+	}{runID, status, output, errText})
+	return b
 }

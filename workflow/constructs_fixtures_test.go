@@ -203,7 +203,6 @@ var constructInvalid = []invalidCase{
 	{"run_after cycle nested", step1("    try:\n      steps:\n        - id: x\n          run_after: [y]\n          fail: {message: m}\n        - id: y\n          run_after: [x]\n          fail: {message: m}\n"), "t.yaml:7:23: ", "run_after cycle: x → y → x"},
 	{"run_after self nested", step1("    try:\n      steps:\n        - id: x\n          run_after: [x]\n          fail: {message: m}\n"), "t.yaml:7:23: ", `step "x" cannot run after itself`},
 	{"nested step without kind", step1("    try: {steps: [{id: x}]}\n"), "t.yaml:4:19: ", `step "x" has no kind`},
-	{"nested unimplemented kind", step1("    try: {steps: [{id: x, wait: {signal: s}}]}\n"), "t.yaml:4:27: ", `step kind "wait" is not supported by this version`},
 	{"constructs too deep", nest(MaxConstructDepth + 1), "t.yaml:100:197: ", "control flow nests more than 32 constructs deep"},
 }
 

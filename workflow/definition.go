@@ -75,7 +75,12 @@ type Step struct {
 	RepeatUntil *RepeatUntil   `json:"repeat_until,omitempty"`
 	ForEach     *ForEach       `json:"for_each,omitempty"`
 	Parallel    *Parallel      `json:"parallel,omitempty"`
-	Custom      *Custom        `json:"-"` // marshalled as {"<type>": input}
+	// The durable kinds (waits.go).
+	Wait         *Wait         `json:"wait,omitempty"`
+	WorkflowCall *WorkflowCall `json:"workflow_call,omitempty"`
+	SessionRead  *SessionRead  `json:"session_read,omitempty"`
+	SessionWrite *SessionWrite `json:"session_write,omitempty"`
+	Custom       *Custom       `json:"-"` // marshalled as {"<type>": input}
 
 	// Pos is where the step starts in the source (not canonical).
 	Pos Pos `json:"-"`
@@ -241,7 +246,8 @@ func (r RepeatUntil) MarshalJSON() ([]byte, error) {
 }
 
 // Kind names the step's kind: "service_call", "context_set", "fail", "if",
-// "try", "repeat_until", "for_each", "parallel", or the custom type's name.
+// "try", "repeat_until", "for_each", "parallel", "wait", "workflow_call",
+// "session_read", "session_write", or the custom type's name.
 func (s *Step) Kind() string {
 	switch {
 	case s.ServiceCall != nil:
@@ -260,6 +266,14 @@ func (s *Step) Kind() string {
 		return "for_each"
 	case s.Parallel != nil:
 		return "parallel"
+	case s.Wait != nil:
+		return "wait"
+	case s.WorkflowCall != nil:
+		return "workflow_call"
+	case s.SessionRead != nil:
+		return "session_read"
+	case s.SessionWrite != nil:
+		return "session_write"
 	case s.Custom != nil:
 		return s.Custom.Type
 	}
@@ -284,6 +298,11 @@ type stepJSON struct {
 	RepeatUntil *RepeatUntil   `json:"repeat_until,omitempty"`
 	ForEach     *ForEach       `json:"for_each,omitempty"`
 	Parallel    *Parallel      `json:"parallel,omitempty"`
+
+	Wait         *Wait         `json:"wait,omitempty"`
+	WorkflowCall *WorkflowCall `json:"workflow_call,omitempty"`
+	SessionRead  *SessionRead  `json:"session_read,omitempty"`
+	SessionWrite *SessionWrite `json:"session_write,omitempty"`
 }
 
 // MarshalJSON writes the step with its custom type, if any, as a key of
@@ -293,6 +312,7 @@ func (s *Step) MarshalJSON() ([]byte, error) {
 		ID: s.ID, When: canonValue(s.When), RetryPolicy: s.RetryPolicy, Timeout: s.Timeout,
 		Output: canonValue(s.Output), ServiceCall: s.ServiceCall, ContextSet: canonMap(s.ContextSet),
 		Fail: s.Fail, If: s.If, Try: s.Try, RepeatUntil: s.RepeatUntil, ForEach: s.ForEach, Parallel: s.Parallel,
+		Wait: s.Wait, WorkflowCall: s.WorkflowCall, SessionRead: s.SessionRead, SessionWrite: s.SessionWrite,
 	}
 	if s.RunAfter != nil {
 		c.RunAfter = &s.RunAfter

@@ -135,7 +135,6 @@ var invalidCases = []invalidCase{
 	{"unknown root field", "name: a\nnmae: b\n" + okSteps, "t.yaml:2:1: ", `unknown field "nmae" in the definition (did you mean "name"?); allowed: name, recovery_mode`},
 	{"unknown step field", "name: a\nsteps:\n  - id: a\n    retry_polcy: {}\n    fail: {message: x}\n", "t.yaml:4:5: ", `unknown field "retry_polcy": not a step field or a registered step type (did you mean "retry_policy"?)`},
 	{"unregistered custom type", "name: a\nsteps:\n  - id: a\n    send_sms: {to: x}\n", "t.yaml:4:5: ", `unknown field "send_sms": not a step field or a registered step type`},
-	{"unimplemented kind", "name: a\nsteps:\n  - id: a\n    wait: {signal: s}\n", "t.yaml:4:5: ", `step kind "wait" is not supported`},
 	{"unknown service_call field", "name: a\nsteps:\n  - id: a\n    service_call: {url: 'https://x.io', verb: GET}\n", "t.yaml:4:41: ", `unknown field "verb" in service_call; allowed: method, url`},
 	{"unknown retry_policy field", "name: a\ndefaults:\n  retry_policy: {tries: 3}\n" + okSteps, "t.yaml:3:18: ", `unknown field "tries" in defaults.retry_policy`},
 	{"wrong type", "name: a\nmax_attempts: \"3\"\n" + okSteps, "t.yaml:2:15: ", "max_attempts must be an integer, not a string"},

@@ -114,6 +114,7 @@ type processFlags struct {
 	leaseTTL, heartbeat, poll, grace, sweepEvery time.Duration
 	concurrency                                  int
 	warm                                         warmFlags
+	waits                                        starflow.WaitMaintenanceConfig
 }
 
 func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
@@ -128,6 +129,8 @@ func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
 	}
 	if maintenance {
 		cmd.Flags().DurationVar(&f.sweepEvery, "sweep-interval", 30*time.Second, "lease sweep interval (one pass also runs at start)")
+		cmd.Flags().DurationVar(&f.waits.TimerInterval, "timer-interval", time.Second, "how often due timers and wait timeouts fire (one pass also runs at start)")
+		cmd.Flags().DurationVar(&f.waits.SessionGCInterval, "session-gc-interval", time.Minute, "how often expired session variables are removed")
 	}
 }
 
@@ -162,6 +165,8 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	cfg.Pools, cfg.AllowEnv = f.pools, f.allowEnv
 	cfg.LeaseTTL, cfg.Heartbeat, cfg.PollInterval, cfg.Concurrency = f.leaseTTL, f.heartbeat, f.poll, f.concurrency
 	cfg.SweepInterval = f.sweepEvery
+	cfg.WaitMaintenance = f.waits
+	cfg.WakeKeys = os.Getenv(envWakeKeys)
 	eng, err := starflow.New(cfg)
 	if err != nil {
 		return err
@@ -206,7 +211,7 @@ func newServerCmd(g *globalFlags) *cobra.Command {
 	f := &processFlags{}
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Run maintenance (the lease sweep, the warm tier's drainer and hash sweep) and the HTTP listener (/healthz, /metrics, live views) until stopped",
+		Short: "Run maintenance (lease sweep, timer poller, notify retries, session GC, the warm tier's drainer and hash sweep) and the HTTP listener (/healthz, /metrics, live views) until stopped",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.grace = 5 * time.Second
@@ -222,7 +227,7 @@ func newDevCmd(g *globalFlags) *cobra.Command {
 	f := &processFlags{}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Everything in one process on SQLite: a runner, maintenance (the lease sweep), the warm tier (memory) and the HTTP listener",
+		Short: "Everything in one process on SQLite: a runner, maintenance (lease sweep, timers, notify retries, session GC), the warm tier (memory) and the HTTP listener",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.serve(cmd, g, "dev", starflow.Config{Maintenance: true})

@@ -62,6 +62,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newRunCmd(g), newValidateCmd(), newSchemaCmd(), newRunsCmd(g), newApplyCmd(g),
 		newMigrateCmd(g), newWorkerCmd(g), newServerCmd(g), newDevCmd(g), newEnqueueCmd(g), newPlanCmd(g),
+		newSignalCmd(g), newWakeCmd(g), newGCCmd(g),
 	)
 	return root
 }

@@ -52,6 +52,7 @@ step. Prints the run id; exits 0 when the run succeeded and 1 with the error whe
 			runID := uuid.NewString()
 			eng, err := starflow.New(starflow.Config{
 				Store: store, Logger: g.logger(os.Stderr), AllowEnv: allowEnv, StepTimeout: stepTimeout, OnlyRun: runID,
+				WakeKeys: os.Getenv(envWakeKeys),
 			})
 			if err != nil {
 				return err

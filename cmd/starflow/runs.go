@@ -19,7 +19,7 @@ import (
 func newRunsCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "Inspect and steer runs: list, show, ledger, events, resume, retrigger, cancel",
+		Short: "Inspect and steer runs: list, show, ledger, events, waits, resume, retrigger, cancel",
 	}
 	var asJSON bool
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
@@ -156,7 +156,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 	}
 	events.Flags().Int64Var(&after, "after", 0, "only events with an id greater than this")
 
-	cmd.AddCommand(list, show, ledger, events, newRunsLiveCmd(&asJSON))
+	cmd.AddCommand(list, show, ledger, events, newRunsLiveCmd(&asJSON), newRunsWaitsCmd(g, &asJSON))
 	cmd.AddCommand(operatorCmds(g)...)
 	return cmd
 }

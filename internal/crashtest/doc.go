@@ -14,6 +14,14 @@
 // Without a reachable PostgreSQL the tests skip, except when the CI
 // variable is set: then they fail.
 //
+// The durable-wait acceptance tests (issue 5, waits_*_test.go) work on a
+// SQLite file instead, with `starflow worker` and `starflow dev` processes
+// and the CLI (`starflow signal`) on the same file: timers that fall due
+// while every process is down, signals that arrive before their wait, a
+// crash at each commit boundary of entering a wait, and concurrent wakes
+// with one token. They need no PostgreSQL.
+//
 // Import rule: the tests import the public packages (starflow,
-// starflowtype, state/pgstore) and pgx; nothing imports this package.
+// starflowtype, state, state/pgstore, state/sqlitestore) and pgx; nothing
+// imports this package.
 package crashtest

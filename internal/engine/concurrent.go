@@ -74,6 +74,12 @@ func (rs *runState) execForEach(ctx context.Context, f *frame, s *workflow.Step)
 				it.bind(name, items[i])
 				frames[i] = it
 				out, err := rs.execList(ctx, it, fe.Steps)
+				if err != nil && errors.Is(err, errParked) && !rs.realStop(err) {
+					// A waiting item keeps its slot: this worker starts no
+					// more items; the others go on.
+					errs[i] = fmt.Errorf("item %d: %w", i, err)
+					return
+				}
 				if err != nil {
 					errs[i] = fmt.Errorf("item %d: %w", i, err)
 					mu.Lock()
@@ -160,7 +166,7 @@ func (rs *runState) execParallel(ctx context.Context, f *frame, s *workflow.Step
 		f.merge(fr)
 	}
 	for _, err := range errs {
-		if err != nil && rs.stopping(err) {
+		if err != nil && rs.realStop(err) {
 			return nil, err
 		}
 	}
@@ -180,16 +186,14 @@ func (rs *runState) execParallel(ctx context.Context, f *frame, s *workflow.Step
 // joinError is the error a construct with concurrent children fails
 // with: the run stopping comes first (nothing more is written for it),
 // then the first failure in the fixed order of errs.
+//
+// A child that parked at a durable wait ranks last: a sibling's failure
+// fails the construct; otherwise the construct parks once every child
+// ended or parked.
 func (rs *runState) joinError(errs []error) error {
 	var first error
 	for _, err := range errs {
-		if err == nil {
-			continue
-		}
-		if rs.stopping(err) {
-			return err
-		}
-		if first == nil {
+		if err != nil && rs.errRank(err) > rs.errRank(first) {
 			first = err
 		}
 	}

@@ -116,6 +116,11 @@ func (rs *runState) execIf(ctx context.Context, f *frame, c *workflow.If) (any, 
 func (rs *runState) execTry(ctx context.Context, f *frame, t *workflow.Try) (any, error) {
 	out, err := rs.execList(ctx, f, t.Steps)
 	if err != nil && t.Catch != nil && rs.catchable(ctx, err) {
+		// Steps inside that parked at a wait while a sibling failed are
+		// given up (decision 40).
+		if werr := rs.closeWaiting(f.scope, t.Steps); werr != nil {
+			return nil, werr
+		}
 		restore := f.bind("error", rs.errorValue(err))
 		out, err = rs.execList(ctx, f, t.Catch)
 		restore()

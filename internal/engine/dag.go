@@ -101,8 +101,8 @@ func (rs *runState) execDAG(ctx context.Context, f *frame, list []*workflow.Step
 		r := <-finished
 		running--
 		results[r.i] = r
-		if r.err != nil {
-			failed = true
+		if r.err != nil && rs.errRank(r.err) > 1 {
+			failed = true // a parked step only holds back its dependents
 		}
 	}
 
@@ -113,7 +113,7 @@ func (rs *runState) execDAG(ctx context.Context, f *frame, list []*workflow.Step
 			continue
 		}
 		if r.err != nil {
-			if firstErr == nil || rs.stopping(r.err) && !rs.stopping(firstErr) {
+			if rs.errRank(r.err) > rs.errRank(firstErr) {
 				firstErr = r.err
 			}
 			continue

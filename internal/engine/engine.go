@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/starflow/starflow/internal/expr"
+	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/step"
@@ -102,7 +103,42 @@ type Config struct {
 	// Sleep waits between step tries; tests may shorten it. Default: a
 	// timer honouring ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
+
+	// WakeKeys sign (the first) and verify (all) wake tokens. nil: the
+	// store's keys (state.Waiter.WakeKeys), a key generated and stored
+	// under GeneratedKeyID when it holds none.
+	WakeKeys []waketoken.Key
+	// WakeURL is sent to notify receivers as wake_url, "{token}" replaced
+	// by the wait's token. Default "" (no wake_url).
+	WakeURL string
+	// WakeTokenTTL is how long the token of a wait without a timeout is
+	// valid (a wait with a timeout: until it). Default WakeTokenTTLDefault.
+	WakeTokenTTL time.Duration
+	// WaitHook, when set, is called at the commit boundaries of entering a
+	// durable wait (WaitAfterPaused, WaitAfterRegister, WaitBeforeNotify)
+	// with the step instance: a test blocks in it to act at that point.
+	// The process-wide faultpoints of the same names pause there too.
+	WaitHook func(point string, key state.StepKey)
+	// OnEnqueue, when set, is called after the engine enqueued a run (a
+	// workflow_call's child) or a parked run was re-queued at once, to wake
+	// local runners. Default nil.
+	OnEnqueue func()
+	// Now is the runner's clock (token expiry, keep_until durations).
+	// Default time.Now.
+	Now func() time.Time
 }
+
+// WakeTokenTTLDefault is the validity of the token of a wait without a
+// timeout.
+const WakeTokenTTLDefault = 30 * 24 * time.Hour
+
+// Commit boundaries of entering a durable wait, named for WaitHook and
+// internal/faultpoint.
+const (
+	WaitAfterPaused   = "engine.wait.after_paused"   // OnRunPaused committed
+	WaitAfterRegister = "engine.wait.after_register" // RegisterWait committed
+	WaitBeforeNotify  = "engine.wait.before_notify"  // the notify request is about to be sent
+)
 
 // WithDefaults fills zero fields.
 func (c Config) WithDefaults() Config {
@@ -136,6 +172,12 @@ func (c Config) WithDefaults() Config {
 	if c.Sleep == nil {
 		c.Sleep = sleep
 	}
+	if c.WakeTokenTTL == 0 {
+		c.WakeTokenTTL = WakeTokenTTLDefault
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return c
 }
 
@@ -145,6 +187,7 @@ type Engine struct {
 	cfg  Config
 	mu   sync.Mutex
 	defs map[string]*workflow.Definition // by definition id
+	ring keyRing
 }
 
 // New returns an engine.
@@ -153,7 +196,11 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("engine: Store is required")
 	}
-	return &Engine{cfg: cfg, defs: map[string]*workflow.Definition{}}, nil
+	e := &Engine{cfg: cfg, defs: map[string]*workflow.Definition{}}
+	if len(cfg.WakeKeys) > 0 {
+		e.ring = keyRing{keys: cfg.WakeKeys, fixed: true}
+	}
+	return e, nil
 }
 
 // ParseOptions returns the options that parse definitions for this engine

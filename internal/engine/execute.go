@@ -26,6 +26,9 @@ const (
 	OutcomeReleased  Outcome = "released"  // lease released on shutdown; another runner continues
 	OutcomeCancelled Outcome = "cancelled" // an operator cancelled the run; it stopped at a step boundary
 	OutcomeLeaseLost Outcome = "lease_lost"
+	// OutcomePaused: the run reached a durable wait (wait, workflow_call)
+	// and was parked (ParkRun): no lease is held; a wake re-queues it.
+	OutcomePaused Outcome = "paused"
 )
 
 // MinSecretLength is the shortest secret value accepted (bytes). Secrets
@@ -48,8 +51,11 @@ type runState struct {
 	// restored holds the checkpoints restored instead of executed, by
 	// scope path + "\x00" + step id. Read-only once loaded.
 	restored map[string]*starflowtype.Checkpoint
-	mu       sync.Mutex // guards phase
+	mu       sync.Mutex // guards phase and waiting
 	phase    string
+	// waiting lists the step instances that entered a durable wait in
+	// this execution and have not been closed (see closeWaiting).
+	waiting []waitingStep
 }
 
 // Execute runs a claimed run whose OnRunStart has been written, under
@@ -77,6 +83,11 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 		log.Info("run succeeded", "duration_ms", r.DurationMS)
 		return OutcomeSucceeded, nil
 	}
+	if errors.Is(err, errParked) {
+		// Parked, even when the runner is stopping meanwhile: ParkRun is
+		// the release (and is refused, like any write, if the lease was lost).
+		return rs.park(ctx)
+	}
 	if errors.Is(err, starflowtype.ErrCancelRequested) && ctx.Err() == nil {
 		if _, werr := led.runCancelled(ctx); werr != nil {
 			return rs.writeFailed(ctx, werr)
@@ -95,6 +106,23 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 	}
 	log.Info("run attempt failed", "error", led.red.Error(err), "status", r.Status, "retry", retry)
 	return OutcomeFailed, nil
+}
+
+// park is commit boundary 3 of a durable wait (ParkRun): the lease is
+// released and the run parked, or queued at once when one of its waits is
+// already woken. It is written even when the runner is stopping.
+func (rs *runState) park(ctx context.Context) (Outcome, error) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	r, err := rs.e.cfg.Store.ParkRun(pctx, &state.ParkRunParams{RunID: rs.run.ID, Lease: rs.led.lease})
+	if err != nil {
+		return rs.writeFailed(ctx, fmt.Errorf("park: %w", err))
+	}
+	if r.ClaimState == starflowtype.ClaimQueued && rs.e.cfg.OnEnqueue != nil {
+		rs.e.cfg.OnEnqueue()
+	}
+	rs.log.Info("run paused at a durable wait; lease released", "claim_state", r.ClaimState)
+	return OutcomePaused, nil
 }
 
 // writeFailed decides what to do when execution stopped without a result

@@ -39,6 +39,12 @@ func (rs *runState) runKind(ctx context.Context, f *frame, s *workflow.Step, try
 	case s.Custom != nil:
 		out, err := rs.custom(ctx, f, s, try)
 		return out, nil, err
+	case s.SessionRead != nil:
+		out, err := rs.sessionRead(ctx, f, s)
+		return out, nil, err
+	case s.SessionWrite != nil:
+		out, err := rs.sessionWrite(ctx, f, s)
+		return out, nil, err
 	}
 	return nil, nil, step.Permanent(fmt.Errorf("step %s has no kind this engine can execute", s.ID))
 }

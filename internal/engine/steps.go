@@ -35,9 +35,13 @@ func (f *stepFailed) Unwrap() error { return f.err }
 // run. Nothing more is written to the ledger for it (the instance rows
 // left running are continued or swept), no catch runs, and nothing is
 // recorded skipped.
+//
+// A step that entered a durable wait (errParked) stops its list the same
+// way, though the run is parked, not stopped: see realStop.
 func (rs *runState) stopping(err error) bool {
 	return rs.root.Err() != nil || errors.Is(err, starflowtype.ErrLeaseLost) ||
-		errors.Is(err, starflowtype.ErrCancelRequested) || errors.Is(err, ErrShutdown)
+		errors.Is(err, starflowtype.ErrCancelRequested) || errors.Is(err, ErrShutdown) ||
+		errors.Is(err, errParked)
 }
 
 // execList runs one steps list in frame f and returns the output of its
@@ -159,6 +163,9 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 	}
 	if s.IsConstruct() {
 		return rs.execConstruct(ctx, f, s)
+	}
+	if s.Wait != nil || s.WorkflowCall != nil {
+		return rs.execWait(ctx, f, s) // no tries, no step timeout: the wait has its own
 	}
 	policy := resolveRetry(s, rs.def)
 	timeout := rs.e.cfg.StepTimeout

@@ -1,6 +1,7 @@
 // Package maintenance holds the background services that keep the cold
-// store healthy and recover from failures: the lease sweep today; the timer
-// poller, session-variable GC and retention join it later.
+// store healthy and recover from failures: the lease sweep (LeaseSweep), the
+// durable timer poller (TimerPoller), the notify retrier (NotifyRetrier) and
+// the session-variable GC (SessionGC); retention joins them later.
 //
 // Every service has one lifecycle: Start(ctx) returns at once, Stop(ctx)
 // waits for the service to finish its current pass, and stopping twice is

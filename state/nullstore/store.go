@@ -13,9 +13,7 @@ import (
 
 // Store is the no-op adapter. The zero value is ready to use and safe for
 // concurrent use.
-type Store struct {
-	state.UnimplementedWaiter // TODO(issue 5): replaced by the real implementation
-}
+type Store struct{}
 
 var _ state.Adapter = (*Store)(nil)
 

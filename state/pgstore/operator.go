@@ -14,7 +14,7 @@ import (
 
 // OnRunCancelled implements state.Adapter.
 func (s *Store) OnRunCancelled(ctx context.Context, p *state.RunCancelledParams) (*starflowtype.Run, error) {
-	run, err := s.inTx(ctx, "OnRunCancelled", p.RunID, true, func(t *txn) error {
+	run, err := s.inTxRetry(ctx, "OnRunCancelled", p.RunID, true, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -25,7 +25,10 @@ func (s *Store) OnRunCancelled(ctx context.Context, p *state.RunCancelledParams)
 		if _, err := t.exec(ctx, q("steps_cancelled"), p.RunID, m.attempt); err != nil {
 			return err
 		}
-		return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunCancelled, "", "", nil)
+		if err := t.event(ctx, m, p.RunID, 0, starflowtype.EventRunCancelled, "", "", nil); err != nil {
+			return err
+		}
+		return s.endRun(ctx, t, p.RunID)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: run cancelled: %w", err)
@@ -51,26 +54,12 @@ func (t *txn) runState(ctx context.Context, workspace, id string) (runMeta, star
 	return m, starflowtype.RunStatus(status), starflowtype.ClaimState(claim), pool, nil
 }
 
-// CancelRun implements state.Adapter.
+// CancelRun implements state.Adapter. An immediate cancel also ends the
+// run's waits and session variables and tells its parent (endRun); either
+// way the run's non-terminal children are cancelled too, recursively.
 func (s *Store) CancelRun(ctx context.Context, p *state.CancelRunParams) (*starflowtype.Run, error) {
-	run, err := s.inTx(ctx, "CancelRun", p.RunID, true, func(t *txn) error {
-		m, status, claim, _, err := t.runState(ctx, p.WorkspaceID, p.RunID)
-		if err != nil {
-			return err
-		}
-		switch {
-		case status.Terminal():
-			return fmt.Errorf("run %s already ended %s: %w", p.RunID, status, starflowtype.ErrConflict)
-		case claim == starflowtype.ClaimClaimed || claim == starflowtype.ClaimRunning:
-			_, err := t.exec(ctx, q("run_cancel_requested"), p.RunID)
-			return err
-		default:
-			if _, err := t.exec(ctx, q("run_cancelled"), p.RunID); err != nil {
-				return err
-			}
-			payload, _ := json.Marshal(map[string]any{"by": "operator"})
-			return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunCancelled, "", "", payload)
-		}
+	run, err := s.inTxRetry(ctx, "CancelRun", p.RunID, true, func(t *txn) error {
+		return s.cancelTree(ctx, t, p.WorkspaceID, p.RunID, true, 0)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: cancel: %w", err)

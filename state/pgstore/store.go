@@ -36,7 +36,8 @@ var queriesSQL string
 var queries = func() map[string]string {
 	m := sqlq.MustParse(queriesSQL)
 	for name, text := range m {
-		m[name] = strings.Replace(text, "/*run_columns*/", runColumns, 1)
+		text = strings.Replace(text, "/*run_columns*/", runColumns, 1)
+		m[name] = strings.Replace(text, "/*wait_columns*/", waitColumns, 1)
 	}
 	return m
 }()
@@ -50,6 +51,13 @@ const runColumns = `id::text, workspace_id, env, coalesce(definition_id::text, '
 	coalesce(idempotency_key, ''), input_json, output_json, checkpoint_json, coalesce(phase, ''),
 	coalesce(error, ''), dead_lettered, cancel_requested, created_at, started_at, completed_at,
 	coalesce(duration_ms, 0), updated_at`
+
+// waitColumns is the column list scanned by scanWait, substituted for the
+// /*wait_columns*/ marker in queries.sql.
+const waitColumns = `id::text, run_id::text, workspace_id, attempt, scope_path, step_id, kind,
+	coalesce(signal, ''), coalesce(correlation_key, ''), coalesce(token_hash, ''),
+	coalesce(key_id, ''), wake_at, expires_at, status, payload_json::text, notify_json::text,
+	notified_at, notify_tries, created_at, consumed_at`
 
 // q returns the statement named name in queries.sql.
 func q(name string) string {
@@ -149,11 +157,10 @@ func (c Config) Validate() error {
 
 // Store is the PostgreSQL adapter. It is safe for concurrent use.
 type Store struct {
-	state.UnimplementedWaiter // TODO(issue 5): replaced by the real implementation
-	cfg                       Config
-	pool                      *pgxpool.Pool
-	channel                   string
-	close                     sync.Once
+	cfg     Config
+	pool    *pgxpool.Pool
+	channel string
+	close   sync.Once
 }
 
 var _ state.Adapter = (*Store)(nil)

@@ -48,6 +48,13 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 			t.idle = true
 			return nil
 		}
+		// The lost attempts' waits first, while their steps still wait.
+		for _, l := range runs {
+			if err := s.endAttempt(ctx, t, l.id, l.m.attempt); err != nil {
+				return err
+			}
+		}
+		var dead []string
 		b := &pgx.Batch{}
 		for _, l := range runs {
 			b.Queue(q("run_lost"), reason, l.id)
@@ -75,6 +82,7 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 				payload, _ := json.Marshal(map[string]any{"error": reason})
 				t.queueEvent(b, l.m, l.id, starflowtype.EventRunFailed, payload)
 				t.queueEvent(b, l.m, l.id, starflowtype.EventRunDeadLettered, nil)
+				dead = append(dead, l.id)
 			}
 			b.Queue(q("get_run"), l.id, "").QueryRow(func(row pgx.Row) error {
 				r, err := scanRun(row)
@@ -88,7 +96,14 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 		if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
 			return translate(err)
 		}
-		t.ch.Runs = changed
+		for _, id := range dead {
+			if err := s.endRun(ctx, t, id); err != nil {
+				return err
+			}
+		}
+		// Parents re-queued by a dead-lettered child's end follow the
+		// swept runs.
+		t.ch.Runs = append(append([]*starflowtype.Run(nil), changed...), t.ch.Runs...)
 		return nil
 	})
 	if err != nil {

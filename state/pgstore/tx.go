@@ -31,7 +31,9 @@ type txn struct {
 type runMeta struct {
 	workspace, env string
 	attempt        int
-	cancel         bool // cancel_requested
+	cancel         bool   // cancel_requested
+	status         string // before the write
+	parent         string // parent_run_id, "" when none
 }
 
 // inTx runs fn in one transaction from the pool, then the notifications and
@@ -106,7 +108,7 @@ func (t *txn) fence(ctx context.Context, runID string, l starflowtype.Lease) (ru
 	if !isUUID(runID) {
 		return m, lost // no such run can exist
 	}
-	err := t.tx.QueryRow(ctx, q("fence"), runID, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt, &m.cancel)
+	err := t.tx.QueryRow(ctx, q("fence"), runID, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt, &m.cancel, &m.status, &m.parent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return m, lost
 	}

@@ -213,7 +213,11 @@ func (s *Store) OnRunStart(ctx context.Context, p *state.RunStartParams) (*starf
 		}
 		t.ch.Run = r
 		payload, _ := json.Marshal(map[string]any{"runner_id": p.Lease.RunnerID, "lease_epoch": p.Lease.Epoch})
-		return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunStarted, "", "", payload)
+		typ := starflowtype.EventRunStarted
+		if m.status == string(starflowtype.RunPaused) {
+			typ = starflowtype.EventRunResumed // a woken run continues its attempt
+		}
+		return t.event(ctx, m, p.RunID, 0, typ, "", "", payload)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: run start: %w", err)
@@ -411,7 +415,7 @@ func (s *Store) RecordPhaseIfChanged(ctx context.Context, p *state.RecordPhasePa
 
 // OnRunComplete implements state.Adapter.
 func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (*starflowtype.Run, error) {
-	run, err := s.inTx(ctx, "OnRunComplete", p.RunID, true, func(t *txn) error {
+	run, err := s.inTxRetry(ctx, "OnRunComplete", p.RunID, true, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -419,7 +423,10 @@ func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (
 		if _, err := t.exec(ctx, q("run_succeeded"), jsonOrNull(p.Output, "null"), p.RunID); err != nil {
 			return err
 		}
-		return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunSucceeded, "", "", nil)
+		if err := t.event(ctx, m, p.RunID, 0, starflowtype.EventRunSucceeded, "", "", nil); err != nil {
+			return err
+		}
+		return s.endRun(ctx, t, p.RunID)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: run complete: %w", err)
@@ -430,7 +437,7 @@ func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (
 // OnRunError implements state.Adapter. A re-queued run's pool is notified
 // on Channel in the same transaction.
 func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starflowtype.Run, error) {
-	run, err := s.inTx(ctx, "OnRunError", p.RunID, true, func(t *txn) error {
+	run, err := s.inTxRetry(ctx, "OnRunError", p.RunID, true, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -442,12 +449,18 @@ func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starf
 		}
 		switch {
 		case p.Retry && starflowtype.RecoveryMode(mode) == starflowtype.RecoveryManual:
+			if err := s.endAttempt(ctx, t, p.RunID, attempt); err != nil {
+				return err
+			}
 			if _, err := t.exec(ctx, q("run_hold"), p.Error, p.RunID); err != nil {
 				return err
 			}
 			payload, _ := json.Marshal(map[string]any{"error": p.Error, "recovery_mode": mode})
 			return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunInterrupted, "", "", payload)
 		case p.Retry && attempt < maxAttempts:
+			if err := s.endAttempt(ctx, t, p.RunID, attempt); err != nil {
+				return err
+			}
 			if _, err := t.exec(ctx, q("run_requeue"), p.Backoff.Microseconds(), p.Error, p.RunID); err != nil {
 				return err
 			}
@@ -464,9 +477,11 @@ func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starf
 				return err
 			}
 			if dead {
-				return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunDeadLettered, "", "", nil)
+				if err := t.event(ctx, m, p.RunID, 0, starflowtype.EventRunDeadLettered, "", "", nil); err != nil {
+					return err
+				}
 			}
-			return nil
+			return s.endRun(ctx, t, p.RunID)
 		}
 	})
 	if err != nil {

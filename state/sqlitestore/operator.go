@@ -24,7 +24,10 @@ func (s *Store) OnRunCancelled(ctx context.Context, p *state.RunCancelledParams)
 		if _, err := t.exec(ctx, "steps_cancelled", p.RunID, m.attempt); err != nil {
 			return translate(err)
 		}
-		return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunCancelled, "", "", nil)
+		if err := t.event(ctx, m, p.RunID, 0, starflowtype.EventRunCancelled, "", "", nil); err != nil {
+			return err
+		}
+		return s.endRun(ctx, t, p.RunID)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: run cancelled: %w", err)
@@ -46,26 +49,12 @@ func (t *txn) runState(ctx context.Context, workspace, id string) (runMeta, star
 	return m, starflowtype.RunStatus(status), starflowtype.ClaimState(claim), nil
 }
 
-// CancelRun implements state.Adapter.
+// CancelRun implements state.Adapter. An immediate cancel also ends the
+// run's waits and session variables and tells its parent (endRun); either
+// way the run's non-terminal children are cancelled too, recursively.
 func (s *Store) CancelRun(ctx context.Context, p *state.CancelRunParams) (*starflowtype.Run, error) {
 	run, err := s.inTx(ctx, "CancelRun", p.RunID, true, func(t *txn) error {
-		m, status, claim, err := t.runState(ctx, p.WorkspaceID, p.RunID)
-		if err != nil {
-			return err
-		}
-		switch {
-		case status.Terminal():
-			return fmt.Errorf("run %s already ended %s: %w", p.RunID, status, starflowtype.ErrConflict)
-		case claim == starflowtype.ClaimClaimed || claim == starflowtype.ClaimRunning:
-			_, err := t.exec(ctx, "run_cancel_requested", p.RunID)
-			return translate(err)
-		default:
-			if _, err := t.exec(ctx, "run_cancelled", p.RunID); err != nil {
-				return translate(err)
-			}
-			payload, _ := json.Marshal(map[string]any{"by": "operator"})
-			return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunCancelled, "", "", payload)
-		}
+		return s.cancelTree(ctx, t, p.WorkspaceID, p.RunID, true, 0)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: cancel: %w", err)

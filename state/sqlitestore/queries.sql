@@ -8,7 +8,7 @@ UPDATE workflow_runs
    SET updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
  WHERE id = ? AND leased_by = ? AND lease_epoch = ?
    AND claim_state IN ('claimed', 'running')
-RETURNING workspace_id, env, attempt, cancel_requested;
+RETURNING workspace_id, env, attempt, cancel_requested, status, coalesce(parent_run_id, '');
 
 -- name: insert_definition
 INSERT INTO workflow_definitions (id, workspace_id, name, revision, spec_json, source, applied_at)
@@ -75,11 +75,14 @@ UPDATE workflow_runs
 RETURNING id, lease_epoch;
 
 -- name: run_start
+-- Also a paused run's resume: the snapshot is cleared (the claim returned
+-- it to the runner).
 UPDATE workflow_runs
    SET status      = 'running',
        claim_state = 'running',
        started_at  = coalesce(started_at, strftime('%Y-%m-%dT%H:%M:%fZ','now')),
        error       = NULL,
+       checkpoint_json = NULL,
        updated_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now')
  WHERE id = ?;
 
@@ -370,3 +373,241 @@ ON CONFLICT (sha256) DO NOTHING;
 
 -- name: get_blob
 SELECT data FROM workflow_blobs WHERE sha256 = ?;
+
+-- Durable waits (SPEC §6) -------------------------------------------------
+
+-- name: run_paused
+-- Commit boundary 1: paused with the context snapshot; the lease is kept.
+UPDATE workflow_runs
+   SET status          = 'paused',
+       checkpoint_json = ?1,
+       updated_at      = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?2;
+
+-- name: step_waiting
+-- The wait's step row becomes waiting (opened when it was not). A
+-- succeeded row is final: the caller reports ErrConflict.
+INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
+                            kind, status, tries, started_at, seq)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting', 1, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0)
+ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
+   SET status = 'waiting', finished_at = NULL, duration_ms = NULL
+ WHERE workflow_steps.status <> 'succeeded';
+
+-- name: get_wait
+SELECT /*wait_columns*/ FROM workflow_waits WHERE id = ?;
+
+-- name: get_wait_by_step
+SELECT /*wait_columns*/ FROM workflow_waits
+ WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ?;
+
+-- name: list_waits
+SELECT /*wait_columns*/ FROM workflow_waits
+ WHERE (?1 = '' OR run_id = ?1)
+   AND (?2 = '[]' OR status IN (SELECT value FROM json_each(?2)))
+ ORDER BY created_at, rowid
+ LIMIT ?3;
+
+-- name: insert_wait
+-- Deadlines: an absolute time (?10, ?12) or an offset from now (?11, ?13),
+-- NULL when neither is given.
+INSERT INTO workflow_waits (id, run_id, workspace_id, attempt, scope_path, step_id, kind,
+                            signal, correlation_key, token_hash, key_id,
+                            wake_at, expires_at, notify_json, next_notify_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?14, ?15,
+        coalesce(?10, CASE WHEN ?11 IS NULL THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now', ?11) END),
+        coalesce(?12, CASE WHEN ?13 IS NULL THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now', ?13) END),
+        ?16, CASE WHEN ?16 IS NULL THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now') END);
+
+-- name: inbox_match
+-- The oldest unconsumed inbox entry for a wait being registered: addressed
+-- to its run (and, when the entry has a key, to its key), or addressed by
+-- key alone in its workspace. Each branch walks its partial index.
+SELECT id, payload FROM (
+       SELECT id, coalesce(payload_json, 'null') AS payload, created_at, rowid AS r
+         FROM workflow_wake_inbox
+        WHERE consumed_at IS NULL AND run_id = ?1 AND signal = ?3
+          AND (correlation_key IS NULL OR correlation_key = ?4)
+       UNION ALL
+       SELECT id, coalesce(payload_json, 'null'), created_at, rowid
+         FROM workflow_wake_inbox
+        WHERE consumed_at IS NULL AND run_id IS NULL AND workspace_id = ?2 AND signal = ?3
+          AND ?4 <> '' AND correlation_key = ?4)
+ ORDER BY created_at, r
+ LIMIT 1;
+
+-- name: inbox_consume
+UPDATE workflow_wake_inbox SET consumed_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ? AND consumed_at IS NULL;
+
+-- name: insert_inbox
+INSERT INTO workflow_wake_inbox (id, workspace_id, run_id, signal, correlation_key, payload_json)
+VALUES (?, ?, ?, ?, ?, ?)
+RETURNING created_at;
+
+-- name: wake_wait
+-- Completes a pending wait (the exactly-once point of every wake). A wait
+-- whose timeout passed is closed even before the poller fired it.
+UPDATE workflow_waits
+   SET status       = ?2,
+       payload_json = ?3,
+       consumed_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?1 AND status = 'pending'
+   AND (?4 = 0 OR expires_at IS NULL OR expires_at > strftime('%Y-%m-%dT%H:%M:%fZ','now'));
+
+-- name: requeue_parked
+-- A wake re-queues a parked run (available now), unless the woken wait's
+-- step no longer waits (the engine gave it up): nothing would resume it.
+UPDATE workflow_runs
+   SET claim_state  = 'queued',
+       available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ?1 AND claim_state = 'parked'
+   AND EXISTS (SELECT 1 FROM workflow_steps
+                WHERE run_id = ?1 AND attempt = ?2 AND scope_path = ?3 AND step_id = ?4
+                  AND status = 'waiting');
+
+-- name: park_run
+-- Commit boundary 3: the lease is released; queued at once when a wait of
+-- the current attempt was woken (or timed out) and its step still waits.
+UPDATE workflow_runs
+   SET claim_state = CASE WHEN EXISTS (
+           SELECT 1 FROM workflow_waits w
+             JOIN workflow_steps s
+               ON s.run_id = w.run_id AND s.attempt = w.attempt
+              AND s.scope_path = w.scope_path AND s.step_id = w.step_id
+            WHERE w.run_id = workflow_runs.id AND w.attempt = workflow_runs.attempt
+              AND w.status IN ('woken', 'timed_out') AND s.status = 'waiting')
+         THEN 'queued' ELSE 'parked' END,
+       available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       leased_by    = NULL,
+       lease_until  = NULL,
+       updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ? AND status = 'paused'
+RETURNING claim_state;
+
+-- name: pending_wait_for_signal
+-- The oldest pending signal or approval wait a signal wakes: of the run
+-- (with the key when one is given), or by key in the workspace.
+SELECT id FROM (
+       SELECT id, created_at, rowid AS r FROM workflow_waits
+        WHERE ?1 <> '' AND run_id = ?1 AND status = 'pending'
+          AND kind IN ('signal', 'approval') AND signal = ?3
+          AND (?4 = '' OR correlation_key = ?4)
+          AND (expires_at IS NULL OR expires_at > strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+       UNION ALL
+       SELECT id, created_at, rowid FROM workflow_waits
+        WHERE ?1 = '' AND status = 'pending' AND workspace_id = ?2 AND signal = ?3
+          AND correlation_key = ?4 AND kind IN ('signal', 'approval')
+          AND (expires_at IS NULL OR expires_at > strftime('%Y-%m-%dT%H:%M:%fZ','now')))
+ ORDER BY created_at, r
+ LIMIT 1;
+
+-- name: pending_child_wait
+SELECT id FROM workflow_waits
+ WHERE run_id = ? AND kind = 'child' AND correlation_key = ? AND status = 'pending'
+ ORDER BY created_at, rowid
+ LIMIT 1;
+
+-- name: due_waits
+-- The poller's selection: pending waits whose timer or timeout is due,
+-- earliest deadline first. Each branch walks its partial index.
+SELECT id FROM (
+       SELECT id, wake_at AS due, rowid AS r FROM workflow_waits
+        WHERE status = 'pending' AND wake_at IS NOT NULL
+          AND wake_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now')
+       UNION ALL
+       SELECT id, expires_at AS due, rowid AS r FROM workflow_waits
+        WHERE status = 'pending' AND expires_at IS NOT NULL
+          AND expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+ GROUP BY id
+ ORDER BY min(due), min(r)
+ LIMIT ?;
+
+-- name: pending_notifies
+SELECT /*wait_columns*/ FROM workflow_waits
+ WHERE status = 'pending' AND notify_json IS NOT NULL AND notified_at IS NULL
+   AND next_notify_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ ORDER BY next_notify_at, rowid
+ LIMIT ?;
+
+-- name: mark_notified
+UPDATE workflow_waits
+   SET notified_at    = CASE WHEN ?2 THEN strftime('%Y-%m-%dT%H:%M:%fZ','now') ELSE notified_at END,
+       notify_tries   = notify_tries + CASE WHEN ?2 THEN 0 ELSE 1 END,
+       next_notify_at = CASE WHEN ?2 THEN next_notify_at ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now', ?3) END
+ WHERE id = ?1;
+
+-- name: cancel_waits
+-- A run's end: its pending waits (every attempt) are cancelled.
+UPDATE workflow_waits
+   SET status = 'cancelled', consumed_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE run_id = ? AND status = 'pending'
+RETURNING id;
+
+-- name: cancel_attempt_waits
+-- An attempt's end (sweep, retry): its pending waits are cancelled.
+UPDATE workflow_waits
+   SET status = 'cancelled', consumed_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE run_id = ? AND attempt = ? AND status = 'pending'
+RETURNING id;
+
+-- name: unresumed_wakes
+-- Wakes an ending attempt received but never resumed (the step still
+-- waits): they go back to the inbox for the next attempt's wait.
+SELECT w.workspace_id, coalesce(w.signal, ''), coalesce(w.correlation_key, ''),
+       coalesce(w.payload_json, 'null'), w.kind
+  FROM workflow_waits w
+  JOIN workflow_steps s
+    ON s.run_id = w.run_id AND s.attempt = w.attempt
+   AND s.scope_path = w.scope_path AND s.step_id = w.step_id
+ WHERE w.run_id = ? AND w.attempt = ? AND w.status = 'woken'
+   AND w.kind IN ('signal', 'approval', 'child') AND s.status = 'waiting'
+ ORDER BY w.consumed_at, w.rowid;
+
+-- name: run_end_info
+SELECT coalesce(parent_run_id, ''), status, coalesce(output_json, 'null'), coalesce(error, ''), workspace_id
+  FROM workflow_runs WHERE id = ?;
+
+-- name: children
+SELECT id FROM workflow_runs
+ WHERE parent_run_id = ? AND status NOT IN ('succeeded', 'failed', 'cancelled')
+ ORDER BY created_at, rowid;
+
+-- name: run_pool
+SELECT coalesce(runner_pool, '') FROM workflow_runs WHERE id = ?;
+
+-- name: session_get
+SELECT workspace_id, session_id, key, value_json, coalesce(origin_run_id, ''), keep_until, updated_at
+  FROM workflow_session_vars
+ WHERE workspace_id = ? AND session_id = ? AND key = ?
+   AND (keep_until IS NULL OR keep_until >= strftime('%Y-%m-%dT%H:%M:%fZ','now'));
+
+-- name: session_set
+INSERT INTO workflow_session_vars (workspace_id, session_id, key, value_json, origin_run_id, keep_until, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+ON CONFLICT (workspace_id, session_id, key) DO UPDATE
+   SET value_json = excluded.value_json, origin_run_id = excluded.origin_run_id,
+       keep_until = excluded.keep_until, updated_at = excluded.updated_at
+RETURNING workspace_id, session_id, key, value_json, coalesce(origin_run_id, ''), keep_until, updated_at;
+
+-- name: session_drop_run
+-- A run's end drops the variables it wrote without keep_until.
+DELETE FROM workflow_session_vars WHERE origin_run_id = ? AND keep_until IS NULL
+RETURNING workspace_id, session_id, key;
+
+-- name: session_gc
+DELETE FROM workflow_session_vars
+ WHERE rowid IN (SELECT rowid FROM workflow_session_vars
+                  WHERE keep_until < strftime('%Y-%m-%dT%H:%M:%fZ','now')
+                  ORDER BY keep_until LIMIT ?)
+RETURNING workspace_id, session_id, key;
+
+-- name: wake_keys
+SELECT id, secret, created_at FROM wake_keys ORDER BY created_at DESC, rowid DESC;
+
+-- name: insert_wake_key
+INSERT INTO wake_keys (id, secret) VALUES (?, ?) ON CONFLICT (id) DO NOTHING;
+
+-- name: get_wake_key
+SELECT id, secret, created_at FROM wake_keys WHERE id = ?;

@@ -42,8 +42,16 @@ func q(name string) string {
 	if !ok {
 		panic("sqlitestore: no query " + name)
 	}
-	return strings.Replace(s, "/*run_columns*/", runColumns, 1)
+	s = strings.Replace(s, "/*run_columns*/", runColumns, 1)
+	return strings.Replace(s, "/*wait_columns*/", waitColumns, 1)
 }
+
+// waitColumns is the column list scanned by scanWait, substituted for the
+// /*wait_columns*/ marker in queries.sql.
+const waitColumns = `id, run_id, workspace_id, attempt, scope_path, step_id, kind,
+	coalesce(signal, ''), coalesce(correlation_key, ''), coalesce(token_hash, ''),
+	coalesce(key_id, ''), wake_at, expires_at, status, payload_json, notify_json,
+	notified_at, notify_tries, created_at, consumed_at`
 
 // Synchronous values for Config.Synchronous.
 const (
@@ -103,10 +111,9 @@ func (c Config) Validate() error {
 
 // Store is the SQLite adapter. It is safe for concurrent use.
 type Store struct {
-	state.UnimplementedWaiter // TODO(issue 5): replaced by the real implementation
-	cfg                       Config
-	write                     *sql.DB // exactly one connection: the single writer
-	read                      *sql.DB
+	cfg   Config
+	write *sql.DB // exactly one connection: the single writer
+	read  *sql.DB
 	// stmts are the queries of queries.sql prepared on the writer,
 	// lazily at the first write (the tables must exist by then).
 	mu    sync.Mutex

@@ -52,6 +52,9 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 			if _, err := t.exec(ctx, "run_lost", reason, l.id); err != nil {
 				return translate(err)
 			}
+			if err := s.endAttempt(ctx, t, l.id, l.attempt); err != nil {
+				return err
+			}
 			if _, err := t.exec(ctx, "steps_lost", reason, l.id, l.attempt); err != nil {
 				return translate(err)
 			}
@@ -89,6 +92,9 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 				if err := t.event(ctx, m, l.id, 0, starflowtype.EventRunDeadLettered, "", "", nil); err != nil {
 					return err
 				}
+				if err := s.endRun(ctx, t, l.id); err != nil {
+					return err
+				}
 			}
 			r, err := getRun(ctx, t.tx, "", l.id)
 			if err != nil {
@@ -96,7 +102,9 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 			}
 			changed = append(changed, r)
 		}
-		t.ch.Runs = changed
+		// Parents re-queued by a dead-lettered child's end follow the
+		// swept runs.
+		t.ch.Runs = append(append([]*starflowtype.Run(nil), changed...), t.ch.Runs...)
 		return nil
 	})
 	if err != nil {

@@ -54,7 +54,9 @@ func (t *txn) query(ctx context.Context, name string, args ...any) (*sql.Rows, e
 type runMeta struct {
 	workspace, env string
 	attempt        int
-	cancel         bool // cancel_requested
+	cancel         bool   // cancel_requested
+	status         string // before the write
+	parent         string // parent_run_id, "" when none
 }
 
 // inTx runs fn in one BEGIN IMMEDIATE transaction on the writer
@@ -112,7 +114,7 @@ func (s *Store) inTx(ctx context.Context, op, runID string, readRun bool, fn fun
 // returns ErrLeaseLost.
 func (t *txn) fence(ctx context.Context, runID string, l starflowtype.Lease) (runMeta, error) {
 	var m runMeta
-	err := t.queryRow(ctx, "fence", runID, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt, &m.cancel)
+	err := t.queryRow(ctx, "fence", runID, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt, &m.cancel, &m.status, &m.parent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, fmt.Errorf("run %s, runner %s, epoch %d: %w", runID, l.RunnerID, l.Epoch, starflowtype.ErrLeaseLost)
 	}
@@ -275,7 +277,11 @@ func (s *Store) OnRunStart(ctx context.Context, p *state.RunStartParams) (*starf
 			return translate(err)
 		}
 		payload, _ := json.Marshal(map[string]any{"runner_id": p.Lease.RunnerID, "lease_epoch": p.Lease.Epoch})
-		return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunStarted, "", "", payload)
+		typ := starflowtype.EventRunStarted
+		if m.status == string(starflowtype.RunPaused) {
+			typ = starflowtype.EventRunResumed // a woken run continues its attempt
+		}
+		return t.event(ctx, m, p.RunID, 0, typ, "", "", payload)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: run start: %w", err)
@@ -480,7 +486,10 @@ func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (
 		if _, err := t.exec(ctx, "run_succeeded", jsonOrNull(p.Output, "null"), p.RunID); err != nil {
 			return translate(err)
 		}
-		return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunSucceeded, "", "", nil)
+		if err := t.event(ctx, m, p.RunID, 0, starflowtype.EventRunSucceeded, "", "", nil); err != nil {
+			return err
+		}
+		return s.endRun(ctx, t, p.RunID)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: run complete: %w", err)
@@ -502,12 +511,18 @@ func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starf
 		}
 		switch {
 		case p.Retry && starflowtype.RecoveryMode(mode) == starflowtype.RecoveryManual:
+			if err := s.endAttempt(ctx, t, p.RunID, attempt); err != nil {
+				return err
+			}
 			if _, err := t.exec(ctx, "run_hold", p.Error, p.RunID); err != nil {
 				return translate(err)
 			}
 			payload, _ := json.Marshal(map[string]any{"error": p.Error, "recovery_mode": mode})
 			return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunInterrupted, "", "", payload)
 		case p.Retry && attempt < maxAttempts:
+			if err := s.endAttempt(ctx, t, p.RunID, attempt); err != nil {
+				return err
+			}
 			if _, err := t.exec(ctx, "run_requeue", sqliteOffset(p.Backoff), p.Error, p.RunID); err != nil {
 				return translate(err)
 			}
@@ -523,9 +538,11 @@ func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starf
 				return err
 			}
 			if dead {
-				return t.event(ctx, m, p.RunID, 0, starflowtype.EventRunDeadLettered, "", "", nil)
+				if err := t.event(ctx, m, p.RunID, 0, starflowtype.EventRunDeadLettered, "", "", nil); err != nil {
+					return err
+				}
 			}
-			return nil
+			return s.endRun(ctx, t, p.RunID)
 		}
 	})
 	if err != nil {

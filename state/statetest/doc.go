@@ -44,7 +44,13 @@
 //     interrupted, unleased and not claimable;
 //   - EnqueueRun with an existing id returns ErrConflict;
 //   - a ClaimRun that finds no run runs no hook; RecordPhaseIfChanged("")
-//     on a run without a phase appends no event.
+//     on a run without a phase appends no event;
+//   - durable waits follow the details listed on state.Waiter (resume
+//     writes run_resumed, inbox matching order, payload shapes, wakes an
+//     interrupted attempt never resumed go back to the inbox, a cancel
+//     requested while entering a wait ends the run at ParkRun); an
+//     adapter that is not durable refuses the Waiter writes with
+//     state.ErrNotImplemented and SessionSet too.
 //
 // Import rule: statetest imports the standard library, starflowtype and
 // state; never an adapter (adapters import statetest from their tests) and

@@ -16,6 +16,12 @@ import (
 type fencedWrite struct {
 	name string
 	call func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error
+	// setup, when set, prepares the run with the current lease before the
+	// calls (ParkRun needs a paused run).
+	setup func(h *harness, r *starflowtype.Run, l starflowtype.Lease)
+	// durable: the write needs a durable store; an adapter that keeps
+	// nothing refuses it with state.ErrNotImplemented.
+	durable bool
 }
 
 // fencedWrites lists every Adapter method whose params carry a Lease.
@@ -24,49 +30,68 @@ var fencedWrites = []fencedWrite{
 	{"OnRunStart", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		_, err := h.a.OnRunStart(h.ctx(), &state.RunStartParams{RunID: r.ID, Lease: l})
 		return err
-	}},
+	}, nil, false},
 	{"RefreshLease", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		_, err := h.a.RefreshLease(h.ctx(), &state.RefreshLeaseParams{RunID: r.ID, Lease: l, LeaseTTL: time.Hour})
 		return err
-	}},
+	}, nil, false},
 	{"OnNodeStart", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		return h.a.OnNodeStart(h.ctx(), &state.NodeStartParams{StepKey: stepKey(r, "", "s2"), Lease: l, Kind: "context_set", Try: 1})
-	}},
+	}, nil, false},
 	{"OnNodeRetry", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		return h.a.OnNodeRetry(h.ctx(), &state.NodeRetryParams{StepKey: stepKey(r, "", "s1"), Lease: l, Try: 1, Error: "boom", Backoff: time.Second})
-	}},
+	}, nil, false},
 	{"OnNodeComplete", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		return h.a.OnNodeComplete(h.ctx(), &state.NodeCompleteParams{StepKey: stepKey(r, "", "s1"), Lease: l, Try: 1,
 			Output: json.RawMessage(`{"ok":true}`), Context: json.RawMessage(`{"k":1}`)})
-	}},
+	}, nil, false},
 	{"OnNodeError", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		return h.a.OnNodeError(h.ctx(), &state.NodeErrorParams{StepKey: stepKey(r, "", "s1"), Lease: l, Kind: "context_set", Try: 1, Error: "boom"})
-	}},
+	}, nil, false},
 	{"OnNodeSkipped", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		return h.a.OnNodeSkipped(h.ctx(), &state.NodeSkippedParams{StepKey: stepKey(r, "", "s3"), Lease: l, Kind: "context_set", Reason: "when was false"})
-	}},
+	}, nil, false},
 	{"RecordPhaseIfChanged", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		return h.a.RecordPhaseIfChanged(h.ctx(), &state.RecordPhaseParams{RunID: r.ID, Lease: l, Phase: "shipping"})
-	}},
+	}, nil, false},
 	{"OnRunComplete", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		_, err := h.a.OnRunComplete(h.ctx(), &state.RunCompleteParams{RunID: r.ID, Lease: l, Output: json.RawMessage(`{"done":true}`)})
 		return err
-	}},
+	}, nil, false},
 	{"OnRunError/Retry", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		_, err := h.a.OnRunError(h.ctx(), &state.RunErrorParams{RunID: r.ID, Lease: l, Error: "boom", Retry: true, Backoff: time.Second})
 		return err
-	}},
+	}, nil, false},
 	{"OnRunError/Fail", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		_, err := h.a.OnRunError(h.ctx(), &state.RunErrorParams{RunID: r.ID, Lease: l, Error: "boom"})
 		return err
-	}},
+	}, nil, false},
 	{"OnRunCancelled", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		_, err := h.a.OnRunCancelled(h.ctx(), &state.RunCancelledParams{RunID: r.ID, Lease: l})
 		return err
-	}},
+	}, nil, false},
 	{"ClearLease", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		return h.a.ClearLease(h.ctx(), &state.ClearLeaseParams{RunID: r.ID, Lease: l})
-	}},
+	}, nil, false},
+	{"OnRunPaused", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
+		return h.a.OnRunPaused(h.ctx(), &state.RunPausedParams{StepKey: stepKey(r, "", "s1"), Lease: l, Kind: "wait",
+			Snapshot: json.RawMessage(`{"k":1}`), Phase: "waiting"})
+	}, nil, true},
+	{"RegisterWait", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
+		_, err := h.a.RegisterWait(h.ctx(), &state.RegisterWaitParams{StepKey: stepKey(r, "", "s1"), Lease: l,
+			Kind: starflowtype.WaitSignal, Signal: "approved"})
+		return err
+	}, nil, true},
+	{"ParkRun", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
+		_, err := h.a.ParkRun(h.ctx(), &state.ParkRunParams{RunID: r.ID, Lease: l})
+		return err
+	}, func(h *harness, r *starflowtype.Run, l starflowtype.Lease) {
+		h.pause(stepKey(r, "", "s1"), l)
+	}, true},
+	{"SessionSet", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
+		_, err := h.a.SessionSet(h.ctx(), &state.SessionSetParams{SessionID: fenceSession, Key: fenceKey, Value: json.RawMessage(`1`), RunID: r.ID, Lease: l})
+		return err
+	}, nil, true},
 }
 
 // testFencing: every runner write with a stale epoch, another runner's id
@@ -91,6 +116,9 @@ func (s *suite) testFencing(t *testing.T) {
 				t.Fatalf("second claim has epoch %d, first had %d", cur.Epoch, first.LeaseEpoch)
 			}
 			h.nodeStart(stepKey(run, "", "s1"), cur, 1)
+			if w.setup != nil {
+				w.setup(h, run, cur)
+			}
 
 			for _, bad := range []struct {
 				what  string

@@ -213,11 +213,30 @@ type snapshot struct {
 	Events      []*starflowtype.Event
 	Steps       []*starflowtype.Step
 	Checkpoints []*starflowtype.Checkpoint
+	Waits       []*starflowtype.Wait
+	// Var is the session variable the fencing table writes
+	// (fenceSession/fenceKey), nil when absent.
+	Var *starflowtype.SessionVar
 }
+
+// The session variable the fencing table's SessionSet writes.
+const (
+	fenceSession = "sess"
+	fenceKey     = "k"
+)
 
 func (h *harness) snapshot(id string) snapshot {
 	h.t.Helper()
-	return snapshot{Run: h.getRun(id), Events: h.events(id), Steps: h.steps(id, 0), Checkpoints: h.checkpoints(id, 0)}
+	waits, err := h.a.ListWaits(h.ctx(), &state.ListWaitsParams{RunID: id, Limit: 1000})
+	if err != nil {
+		h.t.Fatalf("ListWaits(%s): %v", id, err)
+	}
+	v, err := h.a.SessionGet(h.ctx(), &state.SessionGetParams{SessionID: fenceSession, Key: fenceKey})
+	if err != nil && !errors.Is(err, starflowtype.ErrNotFound) {
+		h.t.Fatalf("SessionGet: %v", err)
+	}
+	return snapshot{Run: h.getRun(id), Events: h.events(id), Steps: h.steps(id, 0), Checkpoints: h.checkpoints(id, 0),
+		Waits: waits, Var: v}
 }
 
 // sameSnapshot fails when anything about the run changed between a and b.
@@ -234,6 +253,12 @@ func sameSnapshot(t *testing.T, what string, a, b snapshot) {
 	}
 	if !reflect.DeepEqual(a.Checkpoints, b.Checkpoints) {
 		t.Errorf("%s changed the checkpoints:\nbefore %s\nafter  %s", what, dump(a.Checkpoints), dump(b.Checkpoints))
+	}
+	if !reflect.DeepEqual(a.Waits, b.Waits) {
+		t.Errorf("%s changed the waits:\nbefore %s\nafter  %s", what, dump(a.Waits), dump(b.Waits))
+	}
+	if !reflect.DeepEqual(a.Var, b.Var) {
+		t.Errorf("%s changed session variable %s/%s:\nbefore %s\nafter  %s", what, fenceSession, fenceKey, dump(a.Var), dump(b.Var))
 	}
 }
 

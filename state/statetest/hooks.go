@@ -250,6 +250,9 @@ func (s *suite) testHooks(t *testing.T) {
 				h := s.stored(t, rec.hook)
 				run, l := h.started(nil, runnerA)
 				h.nodeStart(stepKey(run, "", "s1"), l, 1)
+				if w.setup != nil {
+					w.setup(h, run, l)
+				}
 				before := h.snapshot(run.ID)
 				rec.setFail(op)
 				err := w.call(h, run, l)

@@ -69,6 +69,10 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("Lists", s.testLists)
 	t.Run("Durability", s.testDurability)
 	t.Run("NonDurable", s.testNonDurable)
+	t.Run("Waits", s.testWaits)
+	t.Run("WaitsNonDurable", s.testWaitsNonDurable)
+	t.Run("Sessions", s.testSessions)
+	t.Run("WakeKeys", s.testWakeKeys)
 }
 
 // suite carries the opener to every case.

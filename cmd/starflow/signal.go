@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+)
+
+// readPayload validates a --payload value: JSON, or @FILE holding JSON.
+// Empty means none (the wait's output is then null).
+func readPayload(s string) (json.RawMessage, error) {
+	if s == "" {
+		return nil, nil
+	}
+	data, where := []byte(s), "--payload"
+	if name, ok := strings.CutPrefix(s, "@"); ok {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, &exitError{code: exitBadPayload, msg: fmt.Sprintf("cannot read payload file %s: %v", name, unwrapPathError(err))}
+		}
+		data, where = b, "payload file "+name
+	}
+	if !json.Valid(data) {
+		var v any
+		err := json.Unmarshal(data, &v)
+		return nil, &exitError{code: exitBadPayload, msg: fmt.Sprintf("%s is not valid JSON: %s", where, jsonErrorText(data, err))}
+	}
+	return json.RawMessage(data), nil
+}
+
+func newSignalCmd(g *globalFlags) *cobra.Command {
+	var payload, key string
+	cmd := &cobra.Command{
+		Use:   "signal RUN NAME | signal --correlation-key KEY NAME",
+		Short: "Send a named signal to a run's wait (or to the wait with a correlation key)",
+		Long: `Send signal NAME with a JSON payload, the wake payload of the wait it wakes (the wait
+step's output). Address it to a run:
+
+  starflow signal RUN NAME --payload '{"approved": true}'
+
+or, without knowing the run, by correlation key (the wait's correlation_key):
+
+  starflow signal --correlation-key order-42 NAME --payload '{...}'
+
+The oldest pending wait for NAME (of that run, or with that key) is woken and its run
+re-queued, in one transaction. When no such wait exists yet — the run has not reached its
+wait step — the signal is kept in the durable wake inbox and consumed when the wait
+registers; it is never lost.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case key == "" && len(args) != 2:
+				return fmt.Errorf("give RUN and NAME (or --correlation-key KEY and NAME); got %d arguments", len(args))
+			case key != "" && len(args) != 1:
+				return fmt.Errorf("with --correlation-key give only NAME; got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body, err := readPayload(payload)
+			if err != nil {
+				return err
+			}
+			name, runID := args[len(args)-1], ""
+			if len(args) == 2 {
+				runID = args[0]
+			}
+			if strings.TrimSpace(name) == "" {
+				return errors.New("the signal NAME is empty")
+			}
+			eng, closeStore, err := g.engineForWaits(cmd)
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			var res *state.SignalResult
+			if runID != "" {
+				res, err = eng.Signal(cmd.Context(), runID, name, body)
+			} else {
+				res, err = eng.SignalKey(cmd.Context(), name, key, body)
+			}
+			switch {
+			case errors.Is(err, starflowtype.ErrNotFound):
+				return &exitError{code: 1, msg: fmt.Sprintf("no run with id %q in this store", runID)}
+			case errors.Is(err, starflowtype.ErrConflict):
+				return &exitError{code: 1, msg: fmt.Sprintf("run %s has ended; signal %q not delivered", runID, name)}
+			case err != nil:
+				return err
+			}
+			if w := res.Wait; w != nil {
+				fmt.Printf("signal %s woke wait %s (step %s) of run %s\n", name, w.ID, stepLabel(w), w.RunID)
+				return nil
+			}
+			to := "run " + runID
+			if runID == "" {
+				to = "correlation key " + key
+			}
+			id := ""
+			if res.Inbox != nil {
+				id = " (inbox entry " + res.Inbox.ID + ")"
+			}
+			fmt.Printf("signal %s is held in the wake inbox for %s%s: no wait for it yet; it wakes the wait when it registers\n", name, to, id)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&payload, "payload", "", "the wake payload: JSON, or @FILE (default null)")
+	cmd.Flags().StringVar(&key, "correlation-key", "", "address the wait by its correlation key instead of the run")
+	return cmd
+}
+
+// stepLabel is a wait's step as scope/step.
+func stepLabel(w *starflowtype.Wait) string {
+	if w.ScopePath == "" {
+		return w.StepID
+	}
+	return w.ScopePath + "/" + w.StepID
+}

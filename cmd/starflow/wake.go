@@ -1,0 +1,85 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/starflowtype"
+)
+
+// envWakeKeys is the wake-token key ring variable ("kid:base64secret,…";
+// the first signs, all verify). Unset: the keys stored in the store.
+const envWakeKeys = "STARFLOW_WAKE_KEYS"
+
+// Exit codes of `starflow wake` (the HTTP API answers 401 and 410).
+const (
+	exitBadPayload   = 2
+	exitTokenInvalid = 3 // 401: forged, malformed, unknown key, no such wait
+	exitWaitClosed   = 4 // 410: already used, woken, timed out, cancelled, or expired
+)
+
+// engineForWaits opens the existing store and an engine without a runner
+// whose wake keys come from STARFLOW_WAKE_KEYS or the store.
+func (g *globalFlags) engineForWaits(cmd *cobra.Command) (*starflow.Engine, func(), error) {
+	store, err := g.openExistingStore(cmd.Context())
+	if err != nil {
+		return nil, nil, err
+	}
+	eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), NoRunner: true, WakeKeys: os.Getenv(envWakeKeys)})
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	return eng, func() { store.Close() }, nil
+}
+
+func newWakeCmd(g *globalFlags) *cobra.Command {
+	var payload string
+	cmd := &cobra.Command{
+		Use:   "wake TOKEN",
+		Short: "Wake a paused run with a wake token (from a wait's notify request)",
+		Long: `Wake the wait a wake token names, with a JSON payload that becomes the wait step's
+output; the run is re-queued and a runner continues it. A token is single use.
+
+The token is verified with the keys in ` + envWakeKeys + ` (the same ring the runners
+sign with), or else with the keys stored in the store.
+
+Exit status: 0 woken; ` + fmt.Sprint(exitBadPayload) + ` the payload is not JSON; ` + fmt.Sprint(exitTokenInvalid) + ` the token is invalid (forged, malformed,
+signed by an unknown key, or no wait of this store has it; HTTP 401); ` + fmt.Sprint(exitWaitClosed) + ` the wait is
+closed or the token expired (already used, woken, timed out or cancelled; HTTP 410).
+Nothing changes unless the exit status is 0.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body, err := readPayload(payload)
+			if err != nil {
+				return err
+			}
+			token := strings.TrimSpace(args[0])
+			eng, closeStore, err := g.engineForWaits(cmd)
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			w, err := eng.Wake(cmd.Context(), token, body)
+			switch {
+			case errors.Is(err, starflowtype.ErrTokenInvalid):
+				return &exitError{code: exitTokenInvalid, msg: "token invalid (401): " + oneLine(err.Error())}
+			case errors.Is(err, starflowtype.ErrNotFound):
+				return &exitError{code: exitTokenInvalid, msg: "token invalid (401): no wait in this store has this token (" + oneLine(err.Error()) + ")"}
+			case errors.Is(err, starflowtype.ErrWaitClosed):
+				return &exitError{code: exitWaitClosed, msg: "wait closed or token expired (410): " + oneLine(err.Error())}
+			case err != nil:
+				return err
+			}
+			fmt.Printf("woke wait %s (step %s) of run %s\n", w.ID, stepLabel(w), w.RunID)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&payload, "payload", "", "the wake payload: JSON, or @FILE (default null)")
+	return cmd
+}

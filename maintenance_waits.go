@@ -1,0 +1,117 @@
+package starflow
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/starflow/starflow/internal/maintenance"
+	"github.com/starflow/starflow/starflowtype"
+)
+
+// WaitMaintenanceConfig tunes the maintenance passes behind durable waits,
+// which an Engine runs next to the lease sweep when Config.Maintenance is
+// set. Zero values take the defaults.
+type WaitMaintenanceConfig struct {
+	// TimerInterval is how often due timers and wait timeouts are fired
+	// (database clock). Default 1 s. One pass also runs at Start, so a
+	// timer whose deadline passed while every process was down fires at
+	// the next start.
+	TimerInterval time.Duration
+	// NotifyInterval is how often undelivered notify requests are looked
+	// for. Default 1 s.
+	NotifyInterval time.Duration
+	// NotifyRetryMin and NotifyRetryMax bound the backoff between notify
+	// tries of one wait: NotifyRetryMin × 2^(tries-1), at most
+	// NotifyRetryMax, ±20% jitter. Defaults 1 s and 10 min.
+	NotifyRetryMin, NotifyRetryMax time.Duration
+	// NotifyTimeout bounds one notify request. Default 10 s.
+	NotifyTimeout time.Duration
+	// Deliver sends one wait's notify request. Default: Engine.DeliverNotify
+	// (the wait's token re-created and POSTed to its notify URL).
+	Deliver func(ctx context.Context, w *starflowtype.Wait) error
+	// SessionGCInterval is how often session variables whose keep_until
+	// passed are removed. Default 1 min.
+	SessionGCInterval time.Duration
+}
+
+// waitMaintenance is the running set of wait passes of one Engine.
+type waitMaintenance struct {
+	timers *maintenance.TimerPoller
+	notify *maintenance.NotifyRetrier
+	gc     *maintenance.SessionGC
+}
+
+func (e *Engine) newWaitMaintenance() (*waitMaintenance, error) {
+	c := e.cfg.WaitMaintenance
+	m := &waitMaintenance{
+		timers: maintenance.NewTimerPoller(e.store, maintenance.TimerConfig{
+			Interval: c.TimerInterval, Logger: e.cfg.Logger, OnRequeue: e.runner.Notify,
+		}),
+		gc: maintenance.NewSessionGC(e.store, maintenance.SessionGCConfig{Interval: c.SessionGCInterval, Logger: e.cfg.Logger}),
+	}
+	deliver := c.Deliver
+	if deliver == nil {
+		deliver = e.DeliverNotify
+	}
+	var err error
+	m.notify, err = maintenance.NewNotifyRetrier(e.store, maintenance.NotifyConfig{
+		Deliver: deliver, Interval: c.NotifyInterval, RetryMin: c.NotifyRetryMin, RetryMax: c.NotifyRetryMax,
+		Timeout: c.NotifyTimeout, Logger: e.cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// startWaitMaintenance starts the timer poller, the notify retrier and
+// the session-variable GC; each runs one pass at once.
+func (e *Engine) startWaitMaintenance(ctx context.Context) error {
+	m, err := e.newWaitMaintenance()
+	if err != nil {
+		return err
+	}
+	if err := m.timers.Start(ctx); err != nil {
+		return err
+	}
+	if err := m.notify.Start(ctx); err != nil {
+		return errors.Join(err, m.timers.Stop(ctx))
+	}
+	if err := m.gc.Start(ctx); err != nil {
+		return errors.Join(err, m.stop(ctx))
+	}
+	e.waits = m
+	return nil
+}
+
+// stopWaitMaintenance stops what startWaitMaintenance started; safe when
+// nothing was started and when called twice.
+func (e *Engine) stopWaitMaintenance(ctx context.Context) error {
+	if e.waits == nil {
+		return nil
+	}
+	return e.waits.stop(ctx)
+}
+
+func (m *waitMaintenance) stop(ctx context.Context) error {
+	return errors.Join(m.timers.Stop(ctx), m.notify.Stop(ctx), m.gc.Stop(ctx))
+}
+
+// FireDueWaits runs one pass of the durable timer poller now: pending
+// waits whose timer is due are woken with {"fired_at": …}, those whose
+// timeout passed become timed_out, and their parked runs are re-queued
+// (the in-process runner is nudged). It returns the waits it changed.
+// It needs no Start and no Maintenance.
+func (e *Engine) FireDueWaits(ctx context.Context) ([]*starflowtype.Wait, error) {
+	return maintenance.NewTimerPoller(e.store, maintenance.TimerConfig{
+		Logger: e.cfg.Logger, OnRequeue: e.runner.Notify,
+	}).Pass(ctx)
+}
+
+// CollectSessionVars runs one session-variable GC pass now: it removes
+// the session variables whose keep_until is before the database's now and
+// returns how many. It needs no Start and no Maintenance.
+func (e *Engine) CollectSessionVars(ctx context.Context) (int64, error) {
+	return maintenance.NewSessionGC(e.store, maintenance.SessionGCConfig{Logger: e.cfg.Logger}).Pass(ctx)
+}
