@@ -19,6 +19,7 @@ import (
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/step"
+	"github.com/starflow/starflow/warm"
 	"github.com/starflow/starflow/workflow"
 )
 
@@ -73,6 +74,17 @@ type Config struct {
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 
+	// Warm is the warm tier (SPEC §8): the live-state store read by
+	// LiveRun, LiveProgress and LiveRunners, never by run detail, history
+	// or resume. nil = no warm tier. With one, Start also runs the outbox
+	// drainer (with a runner or Maintenance), the hash sweep (with
+	// Maintenance) and the presence publisher (with a runner), and step
+	// progress goes to it.
+	// The cold store must then mirror its writes to mirror_outbox (see
+	// WarmOptions and the mirror package). The engine does not close it.
+	Warm warm.Store
+	// WarmOptions tune the warm tier; zero fields take their defaults.
+	WarmOptions WarmOptions
 	// WakeKeys is the wake-token key ring in the STARFLOW_WAKE_KEYS format
 	// ("kid:base64secret,kid2:base64secret"; the first signs, all verify).
 	// Default "": the store's keys, one generated and stored on first use.
@@ -120,6 +132,8 @@ type Engine struct {
 	engine   *engine.Engine
 	runner   *runner.Runner
 	sweep    *maintenance.LeaseSweep
+	warm     warm.Store
+	tier     *warmTier        // nil without a warm store
 	waits    *waitMaintenance // started with Maintenance
 
 	listenCancel context.CancelFunc
@@ -161,6 +175,10 @@ func New(cfg Config) (*Engine, error) {
 			return nil, err
 		}
 	}
+	store, tier, err := newWarmTier(cfg)
+	if err != nil {
+		return nil, err
+	}
 	reg := engine.NewRegistry()
 	var keys []waketoken.Key
 	if cfg.WakeKeys != "" {
@@ -173,9 +191,10 @@ func New(cfg Config) (*Engine, error) {
 	if h := cfg.WaitHook; h != nil {
 		hook = func(point string, k state.StepKey) { h(point, k.RunID, k.ScopePath, k.StepID) }
 	}
-	e := &Engine{cfg: cfg, store: cfg.Store, registry: reg, changed: make(chan struct{})}
+	e := &Engine{cfg: cfg, store: store, warm: cfg.Warm, tier: tier, registry: reg, changed: make(chan struct{})}
 	eng, err := engine.New(engine.Config{
-		Store: cfg.Store, Registry: reg, Expr: exprEnv, HTTPClient: cfg.HTTPClient,
+		Progress: tier.progressFunc(),
+		Store:    store, Registry: reg, Expr: exprEnv, HTTPClient: cfg.HTTPClient,
 		Secrets: cfg.Secrets, Env: env, Logger: cfg.Logger, StepTimeout: cfg.StepTimeout,
 		RunRetryMin: cfg.RunRetryMin, RunRetryMax: cfg.RunRetryMax,
 		WakeKeys: keys, WakeURL: cfg.WakeURL, WaitHook: hook,
@@ -185,18 +204,19 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.engine = eng
-	e.runner, err = runner.New(cfg.Store, eng, runner.Config{
+	e.runner, err = runner.New(store, eng, runner.Config{
 		ID: cfg.RunnerID, Pools: cfg.Pools, Workspace: cfg.Workspace, OnlyRun: cfg.OnlyRun, LeaseTTL: cfg.LeaseTTL,
 		Heartbeat: cfg.Heartbeat, PollInterval: cfg.PollInterval, Concurrency: cfg.Concurrency,
-		Logger: cfg.Logger, OnFinish: func(string, engine.Outcome) { e.broadcast() },
+		Logger: cfg.Logger, OnFinish: func(_ string, o engine.Outcome) { tier.finished(o); e.broadcast() },
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.sweep = maintenance.NewLeaseSweep(cfg.Store, maintenance.SweepConfig{
+	e.sweep = maintenance.NewLeaseSweep(store, maintenance.SweepConfig{
 		Interval: cfg.SweepInterval, RetryMin: cfg.RunRetryMin, RetryMax: cfg.RunRetryMax,
 		Logger: cfg.Logger, OnRequeue: e.runner.Notify,
 	})
+	tier.registerRunner(e.runner)
 	return e, nil
 }
 
@@ -364,10 +384,14 @@ func (e *Engine) Start(ctx context.Context) error {
 			return errors.Join(err, e.sweep.Stop(ctx))
 		}
 	}
+	if err := e.tier.start(ctx, e.cfg, e.runner); err != nil {
+		return err
+	}
 	if e.cfg.NoRunner {
 		return nil
 	}
-	if l, ok := e.store.(Listener); ok {
+	// The cold store, not the mirror wrapping it, is the one that listens.
+	if l, ok := e.cfg.Store.(Listener); ok {
 		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		e.listenCancel, e.listenDone = cancel, make(chan struct{})
 		go func() {
@@ -391,8 +415,10 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.listenCancel = nil
 	}
 	// The sweep has no runs to finish: it stops at once, whatever is left
-	// of the grace period.
-	return errors.Join(err, e.sweep.Stop(context.WithoutCancel(ctx)), e.stopWaitMaintenance(context.WithoutCancel(ctx)))
+	// of the grace period. The warm tier stops last: the runs' final
+	// writes are drained (or left in the outbox) first.
+	err = errors.Join(err, e.sweep.Stop(context.WithoutCancel(ctx)), e.stopWaitMaintenance(context.WithoutCancel(ctx)))
+	return errors.Join(err, e.tier.stop())
 }
 
 // Stopping is closed when Stop begins: from then on runs in flight stop at

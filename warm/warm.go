@@ -4,8 +4,13 @@
 // each carrying the cold version of its run, so a late write never replaces
 // newer data. Step progress and runner presence are written here only.
 //
-// Implementations: memory (one process) and nats (JetStream key-value, many
-// processes). Both pass warm/warmtest.
+// Implementations: warm/memory (one process) and warm/natskv (JetStream
+// key-value, many processes; also an embedded nats-server). Both pass
+// warm/warmtest; warm/warmopen opens one by name (--warm). This package
+// also holds the PresencePublisher and the ProgressSink, which write
+// presence and progress to any Store.
+//
+// Import rule: the standard library only.
 package warm
 
 import (
@@ -17,6 +22,11 @@ import (
 
 // ErrNotFound: no entry under that key.
 var ErrNotFound = errors.New("warm: not found")
+
+// ErrUnavailable wraps the errors of a store that cannot be reached right
+// now (a NATS server down or restarting, a call past its timeout). The
+// caller keeps its data and retries later; the store reconnects by itself.
+var ErrUnavailable = errors.New("warm: store unavailable")
 
 // RunEntry is the warm projection of one run: what live views show.
 // Version is the run's cold version (mirror_outbox.version, monotonic per

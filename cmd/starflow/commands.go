@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/internal/httpserver"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/workflow"
 )
@@ -111,6 +113,7 @@ type processFlags struct {
 	pools, allowEnv                              []string
 	leaseTTL, heartbeat, poll, grace, sweepEvery time.Duration
 	concurrency                                  int
+	warm                                         warmFlags
 	waits                                        starflow.WaitMaintenanceConfig
 }
 
@@ -135,13 +138,29 @@ func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
 // gracefully.
 func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cfg starflow.Config) error {
 	ctx := cmd.Context()
+	if err := f.warm.resolve(cmd); err != nil {
+		return err
+	}
 	g.leaseTTL = f.leaseTTL
+	g.mirror = f.warm.enabled()
 	store, err := g.openStore(ctx)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	cfg.Store = store
+	if f.warm.enabled() {
+		dbPath, isSQLite := strings.CutPrefix(g.storeURL(), "sqlite://")
+		if !isSQLite {
+			dbPath = ""
+		}
+		ws, err := f.warm.openWarm(ctx, dbPath)
+		if err != nil {
+			return err
+		}
+		defer ws.Close()
+		cfg.Warm, cfg.WarmOptions = ws, f.warm.opts
+	}
 	cfg.Logger = g.logger(os.Stderr)
 	cfg.Pools, cfg.AllowEnv = f.pools, f.allowEnv
 	cfg.LeaseTTL, cfg.Heartbeat, cfg.PollInterval, cfg.Concurrency = f.leaseTTL, f.heartbeat, f.poll, f.concurrency
@@ -152,16 +171,22 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	if err != nil {
 		return err
 	}
-	if err := eng.Start(ctx); err != nil {
+	srv, err := f.warm.listen(eng, cfg.Logger)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "%s %s started on %s\n", what, eng.RunnerID(), redactURL(g.storeURL()))
+	if err := eng.Start(ctx); err != nil {
+		return errors.Join(err, srv.shutdown())
+	}
+	fmt.Fprintf(os.Stderr, "%s %s started on %s (warm tier: %s)\n", what, eng.RunnerID(), redactURL(g.storeURL()), f.warm.spec)
 	<-ctx.Done()
 	signal.Reset(os.Interrupt, syscall.SIGTERM) // a second signal kills at once
 	fmt.Fprintf(os.Stderr, "%s %s stopping (grace %s)\n", what, eng.RunnerID(), f.grace)
 	stopCtx, cancel := contextWithTimeout(f.grace)
 	defer cancel()
-	return eng.Stop(stopCtx)
+	// The listener answers /healthz until the engine has stopped.
+	err = eng.Stop(stopCtx)
+	return errors.Join(err, srv.shutdown())
 }
 
 func newWorkerCmd(g *globalFlags) *cobra.Command {
@@ -178,6 +203,7 @@ done by "starflow server" or "starflow dev".`,
 		},
 	}
 	f.register(cmd, true, false)
+	f.warm.register(cmd, warmNone, "", true, false)
 	return cmd
 }
 
@@ -185,7 +211,7 @@ func newServerCmd(g *globalFlags) *cobra.Command {
 	f := &processFlags{}
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Run maintenance (lease sweep, timer poller, notify retries, session GC) until stopped; the HTTP API joins it later",
+		Short: "Run maintenance (lease sweep, timer poller, notify retries, session GC, the warm tier's drainer and hash sweep) and the HTTP listener (/healthz, /metrics, live views) until stopped",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.grace = 5 * time.Second
@@ -193,6 +219,7 @@ func newServerCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	f.register(cmd, false, true)
+	f.warm.register(cmd, warmNone, httpserver.AddrDefault, false, true)
 	return cmd
 }
 
@@ -200,13 +227,14 @@ func newDevCmd(g *globalFlags) *cobra.Command {
 	f := &processFlags{}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Everything in one process on SQLite: a runner and maintenance (lease sweep, timers, notify retries, session GC)",
+		Short: "Everything in one process on SQLite: a runner, maintenance (lease sweep, timers, notify retries, session GC), the warm tier (memory) and the HTTP listener",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.serve(cmd, g, "dev", starflow.Config{Maintenance: true})
 		},
 	}
 	f.register(cmd, true, true)
+	f.warm.register(cmd, "memory", httpserver.AddrDefault, true, true)
 	return cmd
 }
 

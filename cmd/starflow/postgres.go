@@ -13,7 +13,7 @@ import (
 // openPostgres opens and migrates a PostgreSQL store. A `schema` query
 // parameter (not a PostgreSQL one) selects the schema Starflow's tables
 // live in; it is removed before connecting.
-func openPostgres(ctx context.Context, raw string, leaseTTL time.Duration) (state.Adapter, error) {
+func openPostgres(ctx context.Context, raw string, leaseTTL time.Duration, hooks []state.TxHook) (state.Adapter, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store URL %q: %w", redactURL(raw), err)
@@ -22,7 +22,7 @@ func openPostgres(ctx context.Context, raw string, leaseTTL time.Duration) (stat
 	schema := q.Get("schema")
 	q.Del("schema")
 	u.RawQuery = q.Encode()
-	cfg := pgstore.Config{URL: u.String(), Schema: schema}
+	cfg := pgstore.Config{URL: u.String(), Schema: schema, Hooks: hooks}
 	if leaseTTL > 0 {
 		// A frozen runner's open transaction must end before its lease
 		// does, so its row locks never outlive it.

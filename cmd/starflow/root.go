@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/starflow/starflow/mirror"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/state/sqlitestore"
 )
@@ -32,6 +33,18 @@ type globalFlags struct {
 	// PostgreSQL connections then end transactions idle for longer than
 	// two thirds of it (SPEC §5: below the TTL).
 	leaseTTL time.Duration
+	// mirror installs the mirror's transaction hook (mirror_outbox rows
+	// in every write's transaction): set by processes with a warm tier,
+	// and by every command when STARFLOW_WARM names one.
+	mirror bool
+}
+
+// hooks are the transaction hooks of the store the flags open.
+func (g *globalFlags) hooks() []state.TxHook {
+	if g.mirror || mirrorFromEnv() {
+		return []state.TxHook{mirror.Hook()}
+	}
+	return nil
 }
 
 func newRootCmd() *cobra.Command {
@@ -84,7 +97,7 @@ func (g *globalFlags) openExistingStore(ctx context.Context) (state.Adapter, err
 func (g *globalFlags) openStore(ctx context.Context) (state.Adapter, error) {
 	url := g.storeURL()
 	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
-		return openPostgres(ctx, url, g.leaseTTL)
+		return openPostgres(ctx, url, g.leaseTTL, g.hooks())
 	}
 	path, ok := strings.CutPrefix(url, "sqlite://")
 	if !ok {
@@ -93,7 +106,7 @@ func (g *globalFlags) openStore(ctx context.Context) (state.Adapter, error) {
 	if path == "" {
 		return nil, fmt.Errorf("store %q: missing the database file path", url)
 	}
-	s, err := sqlitestore.Open(sqlitestore.Config{Path: path})
+	s, err := sqlitestore.Open(sqlitestore.Config{Path: path, Hooks: g.hooks()})
 	if err != nil {
 		return nil, err
 	}

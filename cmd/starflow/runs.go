@@ -156,7 +156,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 	}
 	events.Flags().Int64Var(&after, "after", 0, "only events with an id greater than this")
 
-	cmd.AddCommand(list, show, ledger, events, newRunsWaitsCmd(g, &asJSON))
+	cmd.AddCommand(list, show, ledger, events, newRunsLiveCmd(&asJSON), newRunsWaitsCmd(g, &asJSON))
 	cmd.AddCommand(operatorCmds(g)...)
 	return cmd
 }

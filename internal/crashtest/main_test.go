@@ -222,7 +222,7 @@ func (c *cluster) startWorker(name string, flags ...string) *process {
 // interval.
 func (c *cluster) startServer() *process {
 	c.t.Helper()
-	p := c.start("server", nil, "server", "--store", c.storeURL, "--sweep-interval", "1s")
+	p := c.start("server", nil, "server", "--store", c.storeURL, "--sweep-interval", "1s", "--addr", "127.0.0.1:0")
 	p.waitStarted(c.t, "server")
 	return p
 }

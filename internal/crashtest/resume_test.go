@@ -16,7 +16,7 @@ var resumeWorkerFlags = []string{"--lease-ttl", "2s", "--heartbeat", "500ms", "-
 // startSweeper starts `starflow server` with a 500 ms sweep interval.
 func (c *cluster) startSweeper() *process {
 	c.t.Helper()
-	p := c.start("server", nil, "server", "--store", c.storeURL, "--sweep-interval", "500ms")
+	p := c.start("server", nil, "server", "--store", c.storeURL, "--sweep-interval", "500ms", "--addr", "127.0.0.1:0")
 	p.waitStarted(c.t, "server")
 	return p
 }

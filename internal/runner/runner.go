@@ -146,6 +146,13 @@ func (r *Runner) Stopping() <-chan struct{} { return r.drain }
 // ID is the runner's identity.
 func (r *Runner) ID() string { return r.cfg.ID }
 
+// Pools are the runner pools this runner serves (a copy).
+func (r *Runner) Pools() []string { return append([]string(nil), r.cfg.Pools...) }
+
+// Held is the number of runs this runner holds right now (claimed and not
+// yet finished or released): what its presence publishes as runs held.
+func (r *Runner) Held() int { return r.inflightCount() }
+
 // Notify tells the runner new work may be available (the in-process
 // signal of SPEC §5); it never blocks.
 func (r *Runner) Notify() {

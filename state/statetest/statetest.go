@@ -65,6 +65,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("Blobs", s.testBlobs)
 	t.Run("ExpireOldLeases", s.testExpireOldLeases)
 	t.Run("Hooks", s.testHooks)
+	t.Run("Outbox", s.testOutbox)
 	t.Run("Lists", s.testLists)
 	t.Run("Durability", s.testDurability)
 	t.Run("NonDurable", s.testNonDurable)

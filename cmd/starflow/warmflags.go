@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/internal/httpserver"
+	"github.com/starflow/starflow/warm"
+	"github.com/starflow/starflow/warm/warmopen"
+)
+
+// Environment variables of the warm tier and the HTTP listener.
+const (
+	envWarm = "STARFLOW_WARM"
+	envAddr = "STARFLOW_ADDR"
+)
+
+// warmNone is the --warm value that turns the warm tier off.
+const warmNone = "none"
+
+// warmFlags are the warm-tier and listener flags of dev, server and worker.
+type warmFlags struct {
+	spec        string // --warm: memory | embedded | nats://HOST:PORT | none
+	defaultWarm string // when neither --warm nor STARFLOW_WARM is given
+	addr        string // --addr: HOST:PORT; "" = no listener
+	dir         string // --warm-dir: the embedded NATS server's data
+	defaultAddr string
+	opts        starflow.WarmOptions
+}
+
+// register adds --warm, --addr and the tunables (--presence-interval with
+// a runner, --warm-sweep-interval with maintenance). defaultWarm is memory
+// for dev and none for server and worker; defaultAddr is "" (no listener)
+// for worker.
+func (w *warmFlags) register(cmd *cobra.Command, defaultWarm, defaultAddr string, runner, maintenance bool) {
+	w.defaultWarm, w.defaultAddr = defaultWarm, defaultAddr
+	cmd.Flags().StringVar(&w.spec, "warm", "", fmt.Sprintf("warm tier (live status, progress, presence): memory, embedded (an in-process NATS server), nats://HOST:PORT, or none (env %s, default %s)", envWarm, defaultWarm))
+	addrHelp := fmt.Sprintf("HTTP listener for /healthz, /metrics and live views, HOST:PORT (env %s, default %s; loopback only)", envAddr, defaultAddr)
+	if defaultAddr == "" {
+		addrHelp = fmt.Sprintf("HTTP listener for /healthz, /metrics and live views, HOST:PORT (env %s; default none; loopback only)", envAddr)
+	}
+	cmd.Flags().StringVar(&w.addr, "addr", "", addrHelp)
+	cmd.Flags().StringVar(&w.dir, "warm-dir", "", "data directory of --warm embedded (default: the SQLite file's path + .warm, or ./starflow.warm)")
+	cmd.Flags().DurationVar(&w.opts.HealthWarning, "warm-health-warn", starflow.HealthWarningDefault, "health says warning when the oldest unapplied outbox row is older than this")
+	cmd.Flags().DurationVar(&w.opts.HealthCritical, "warm-health-critical", starflow.HealthCriticalDefault, "health says critical past this age")
+	w.opts.HashSweepInterval = starflow.HashSweepIntervalDefault
+	if maintenance {
+		cmd.Flags().DurationVar(&w.opts.HashSweepInterval, "warm-sweep-interval", starflow.HashSweepIntervalDefault, "period of the hash-compare sweep that repairs warm entries")
+	}
+	cmd.Flags().DurationVar(&w.opts.DrainPoll, "drain-poll", 0, "how often the outbox drainer looks for rows (default the mirror's, 200ms)")
+	cmd.Flags().DurationVar(&w.opts.OutboxRetention, "outbox-retention", 0, "how long applied outbox rows are kept (default the mirror's, 1h)")
+	w.opts.PresenceInterval = starflow.PresenceIntervalDefault
+	if runner {
+		cmd.Flags().DurationVar(&w.opts.PresenceInterval, "presence-interval", starflow.PresenceIntervalDefault, "how often the runner republishes its presence (it expires after three intervals)")
+	}
+}
+
+// resolve applies the environment and defaults, and checks the values.
+func (w *warmFlags) resolve(cmd *cobra.Command) error {
+	if !cmd.Flags().Changed("warm") {
+		w.spec = os.Getenv(envWarm)
+		if w.spec == "" {
+			w.spec = w.defaultWarm
+		}
+	}
+	w.spec = strings.TrimSpace(w.spec)
+	switch {
+	case w.spec == warmNone, w.spec == "memory", w.spec == "embedded", strings.HasPrefix(w.spec, "nats://"), strings.HasPrefix(w.spec, "tls://"):
+	default:
+		return fmt.Errorf("--warm %q: want memory, embedded, nats://HOST:PORT or none", w.spec)
+	}
+	if !cmd.Flags().Changed("addr") {
+		w.addr = os.Getenv(envAddr)
+		if w.addr == "" {
+			w.addr = w.defaultAddr
+		}
+	}
+	if w.addr != "" && !httpserver.IsLoopback(w.addr) {
+		return fmt.Errorf("--addr %s is not a loopback address: the listener has no authentication yet, so it binds only to 127.0.0.1, ::1 or localhost (put a reverse proxy in front to expose it)", w.addr)
+	}
+	if w.opts.HealthCritical <= w.opts.HealthWarning {
+		return fmt.Errorf("--warm-health-critical (%s) must exceed --warm-health-warn (%s)", w.opts.HealthCritical, w.opts.HealthWarning)
+	}
+	if w.opts.PresenceInterval <= 0 || w.opts.HashSweepInterval <= 0 || w.opts.HealthWarning <= 0 {
+		return fmt.Errorf("--presence-interval, --warm-sweep-interval and --warm-health-warn must be positive")
+	}
+	if w.opts.DrainPoll < 0 || w.opts.OutboxRetention < 0 {
+		return fmt.Errorf("--drain-poll and --outbox-retention must not be negative")
+	}
+	return nil
+}
+
+// enabled reports whether the process runs a warm tier.
+func (w *warmFlags) enabled() bool { return w.spec != "" && w.spec != warmNone }
+
+// mirrorFromEnv reports whether a one-shot command (enqueue, runs resume,
+// …) mirrors its writes to the outbox: when STARFLOW_WARM names a warm
+// tier, so that the processes draining it see every write at once.
+func mirrorFromEnv() bool {
+	v := strings.TrimSpace(os.Getenv(envWarm))
+	return v != "" && v != warmNone
+}
+
+// listener is the started HTTP listener (nil: none).
+type listener struct{ srv *httpserver.Server }
+
+// listen starts the HTTP listener on --addr (none when it is empty) and
+// prints "listening on http://ADDR" on stderr.
+func (w *warmFlags) listen(eng *starflow.Engine, log *slog.Logger) (*listener, error) {
+	if w.addr == "" {
+		return &listener{}, nil
+	}
+	// The engine's metrics, and the Go runtime's and the process's.
+	proc := prometheus.NewRegistry()
+	proc.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	h, err := httpserver.New(httpserver.Config{Backend: eng, Gatherer: prometheus.Gatherers{eng.Metrics(), proc}, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	srv, err := httpserver.Listen(w.addr, h)
+	if err != nil {
+		return nil, fmt.Errorf("%w (choose another address with --addr or %s)", err, envAddr)
+	}
+	fmt.Fprintf(os.Stderr, "listening on http://%s\n", srv.Addr())
+	return &listener{srv: srv}, nil
+}
+
+// shutdown stops the listener, waiting up to 5 s for requests in flight.
+func (l *listener) shutdown() error {
+	if l == nil || l.srv == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return l.srv.Shutdown(ctx)
+}
+
+// openWarm opens the warm store named by --warm. dbPath is the SQLite
+// file ("" on PostgreSQL): embedded keeps its data beside it unless
+// --warm-dir says where.
+func (w *warmFlags) openWarm(ctx context.Context, dbPath string) (warm.Store, error) {
+	dir := w.dir
+	if dir == "" {
+		dir = "./starflow.warm"
+		if dbPath != "" {
+			dir = warmopen.EmbeddedDir(dbPath)
+		}
+	}
+	return warmopen.Open(ctx, w.spec, warmopen.Options{DataDir: dir})
+}

@@ -1,0 +1,184 @@
+package httpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/warm"
+)
+
+// Backend is what the listener serves. *starflow.Engine implements it.
+type Backend interface {
+	// Health is the health answer of GET /healthz.
+	Health(ctx context.Context) starflow.Health
+	// LiveRun reads a run's warm entry (starflowtype.ErrNotFound when the
+	// warm tier has none; starflow.ErrNoWarm without a warm tier).
+	LiveRun(ctx context.Context, runID string) (*warm.RunEntry, error)
+	// LiveProgress reads a run's latest step progress reports from warm.
+	LiveProgress(ctx context.Context, runID string) ([]*warm.Progress, error)
+	// LiveRunners lists the runners whose presence has not expired.
+	LiveRunners(ctx context.Context) ([]*warm.Presence, error)
+}
+
+// Config configures the handler.
+type Config struct {
+	// Backend answers health and live reads. Required.
+	Backend Backend
+	// Gatherer is exposed on /metrics. Default: an empty registry (the
+	// endpoint still answers).
+	Gatherer prometheus.Gatherer
+	// Timeout bounds one health or live read. Default 5 s.
+	Timeout time.Duration
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// TimeoutDefault bounds one health check or live read.
+const TimeoutDefault = 5 * time.Second
+
+// LiveRunView is the JSON body of GET /live/runs/{id}: the run's warm entry
+// and its latest progress reports.
+type LiveRunView struct {
+	Run      *warm.RunEntry   `json:"run"`
+	Progress []*warm.Progress `json:"progress"`
+}
+
+// LiveRunnersView is the JSON body of GET /live/runners.
+type LiveRunnersView struct {
+	Runners []*warm.Presence `json:"runners"`
+}
+
+// New returns the listener's handler. Routes:
+//
+//	GET /healthz          starflow.Health; 200 when the cold store answers, 503 when not
+//	GET /metrics          Prometheus text exposition
+//	GET /live/runs/{id}   LiveRunView from the warm tier (404 absent, 503 warm down or off)
+//	GET /live/runners     LiveRunnersView from the warm tier (503 warm down or off)
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("httpserver: Config.Backend is required")
+	}
+	if cfg.Gatherer == nil {
+		cfg.Gatherer = prometheus.NewRegistry()
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = TimeoutDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &handler{cfg: cfg}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", h.health)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError,
+	}))
+	mux.HandleFunc("GET /live/runs/{id}", h.liveRun)
+	mux.HandleFunc("GET /live/runners", h.liveRunners)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && knownPath(r.URL.Path) {
+			w.Header().Set("Allow", "GET, HEAD")
+			problem(w, http.StatusMethodNotAllowed, "method not allowed", fmt.Sprintf("%s %s: only GET", r.Method, r.URL.Path))
+			return
+		}
+		problem(w, http.StatusNotFound, "not found", fmt.Sprintf("no route %s %s (routes: GET /healthz, /metrics, /live/runs/{id}, /live/runners)", r.Method, r.URL.Path))
+	})
+	return mux, nil
+}
+
+type handler struct{ cfg Config }
+
+func knownPath(p string) bool {
+	switch p {
+	case "/healthz", "/metrics", "/live/runners":
+		return true
+	}
+	return strings.HasPrefix(p, "/live/runs/")
+}
+
+func (h *handler) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	hl := h.cfg.Backend.Health(ctx)
+	code := http.StatusOK
+	if !hl.StoreOK {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, hl)
+}
+
+func (h *handler) liveRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	run, err := h.cfg.Backend.LiveRun(ctx, id)
+	if err != nil {
+		h.liveError(w, fmt.Sprintf("run %s", id), err)
+		return
+	}
+	progress, err := h.cfg.Backend.LiveProgress(ctx, id)
+	if err != nil {
+		h.liveError(w, fmt.Sprintf("progress of run %s", id), err)
+		return
+	}
+	if progress == nil {
+		progress = []*warm.Progress{}
+	}
+	writeJSON(w, http.StatusOK, LiveRunView{Run: run, Progress: progress})
+}
+
+func (h *handler) liveRunners(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	runners, err := h.cfg.Backend.LiveRunners(ctx)
+	if err != nil {
+		h.liveError(w, "runners", err)
+		return
+	}
+	if runners == nil {
+		runners = []*warm.Presence{}
+	}
+	writeJSON(w, http.StatusOK, LiveRunnersView{Runners: runners})
+}
+
+func (h *handler) liveError(w http.ResponseWriter, what string, err error) {
+	switch {
+	case errors.Is(err, starflowtype.ErrNotFound), errors.Is(err, warm.ErrNotFound):
+		problem(w, http.StatusNotFound, "not found", what+": not in the warm tier (live views show runs the warm tier holds; run detail reads the cold store)")
+	case errors.Is(err, starflow.ErrNoWarm):
+		problem(w, http.StatusServiceUnavailable, "no warm tier", what+": this process runs without a warm store (--warm)")
+	default:
+		h.cfg.Logger.Warn("live read failed", "what", what, "error", err)
+		problem(w, http.StatusServiceUnavailable, "warm tier unavailable", what+": "+err.Error())
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// problem writes an RFC 9457 problem document.
+func problem(w http.ResponseWriter, code int, title, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type": "about:blank", "title": title, "status": code, "detail": detail,
+	})
+}

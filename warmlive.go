@@ -1,0 +1,70 @@
+package starflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/warm"
+)
+
+// ErrNoWarm is returned by the live reads of an engine without a warm
+// store (Config.Warm nil).
+var ErrNoWarm = errors.New("starflow: no warm tier configured (Config.Warm / --warm)")
+
+// The live reads below are the only engine calls that read the warm tier
+// (SPEC §8, Authority): live status, progress and peer discovery. Run
+// detail, history, the ledger, resume and reconciliation read the cold
+// store, whatever the warm tier holds; warm_authority_test.go checks it.
+
+// LiveRun reads a run's warm entry: its live status, phase and current
+// steps as last drained from the outbox. The entry may lag the cold store
+// (see Health); read Store().GetRun when being wrong has consequences.
+// Errors: ErrNoWarm, starflowtype.ErrNotFound (also matching
+// warm.ErrNotFound) when the warm tier has no entry, or the warm store's
+// error when it is unreachable.
+func (e *Engine) LiveRun(ctx context.Context, runID string) (*warm.RunEntry, error) {
+	if e.warm == nil {
+		return nil, ErrNoWarm
+	}
+	r, err := e.warm.GetRun(ctx, runID)
+	if errors.Is(err, warm.ErrNotFound) {
+		return nil, fmt.Errorf("live run %s: %w (%w)", runID, starflowtype.ErrNotFound, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("live run %s: %w", runID, err)
+	}
+	return r, nil
+}
+
+// LiveProgress reads a run's latest step progress reports (one per step
+// instance that reported any). Progress exists only in the warm tier.
+// Errors: ErrNoWarm, or the warm store's error.
+func (e *Engine) LiveProgress(ctx context.Context, runID string) ([]*warm.Progress, error) {
+	if e.warm == nil {
+		return nil, ErrNoWarm
+	}
+	ps, err := e.warm.ListProgress(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("live progress of run %s: %w", runID, err)
+	}
+	return ps, nil
+}
+
+// LiveRunners lists the runners whose presence has not expired (peer
+// discovery): id, pools, runs held, last beat. Errors: ErrNoWarm, or the
+// warm store's error.
+func (e *Engine) LiveRunners(ctx context.Context) ([]*warm.Presence, error) {
+	if e.warm == nil {
+		return nil, ErrNoWarm
+	}
+	ps, err := e.warm.ListPresence(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("live runners: %w", err)
+	}
+	return ps, nil
+}
+
+// Warm returns the engine's warm store (nil without one).
+func (e *Engine) Warm() warm.Store { return e.warm }
