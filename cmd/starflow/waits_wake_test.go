@@ -68,7 +68,7 @@ output: "${{ steps.ask.output }}"
 // function.
 func startDev(t *testing.T, dir string, env []string, args ...string) func() {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"dev", "--poll-interval", "50ms"}, args...)...)
+	cmd := exec.Command(binary, append([]string{"dev", "--addr", "127.0.0.1:0", "--poll-interval", "50ms"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {

@@ -121,7 +121,11 @@ var liteStartedLine = regexp.MustCompile(`(?m)^(worker|server|dev) (\S+) started
 // for its "started" line.
 func (d *liteDeploy) startProc(what string, env []string, flags ...string) *process {
 	d.t.Helper()
-	cmd := exec.Command(binary, append([]string{what, "--db", d.db}, flags...)...)
+	args := []string{what, "--db", d.db}
+	if what == "dev" || what == "server" {
+		args = append(args, "--addr", "127.0.0.1:0") // tests run side by side: no fixed port
+	}
+	cmd := exec.Command(binary, append(args, flags...)...)
 	cmd.Dir = d.dir
 	cmd.Env = append(os.Environ(), env...)
 	p := &process{name: what, cmd: cmd, log: &logBuffer{}, exited: make(chan struct{})}
