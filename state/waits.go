@@ -217,6 +217,11 @@ type RegisterWaitParams struct {
 	ExpiresIn time.Duration
 	ExpiresAt time.Time
 	Notify    json.RawMessage // rendered notify request, nil when none
+	// NotifyGrace delays the first maintenance retry of Notify
+	// (next_notify_at = database now + NotifyGrace): the registering runner
+	// delivers it inline first and records the outcome with MarkNotified, so
+	// a retrier must not POST while those tries are in flight. 0 = now.
+	NotifyGrace time.Duration
 }
 
 // ParkRunParams is commit boundary 3 of a durable wait.

@@ -28,6 +28,11 @@ const (
 	notifyInlineTries = 3
 	notifyTryTimeout  = 5 * time.Second
 	notifyRetryIn     = 10 * time.Second
+	// notifyGrace keeps the maintenance retrier off a just-registered
+	// wait while the inline tries above may still be in flight (3 × 5 s
+	// plus backoff), so one registration is not POSTed twice at once; the
+	// inline tries end by recording their outcome (MarkNotified).
+	notifyGrace = 30 * time.Second
 )
 
 // notifyRequest is a wait's notify request as stored in notify_json.

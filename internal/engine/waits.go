@@ -218,7 +218,7 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 	// 3. The wait row (and the token's hash).
 	p := &state.RegisterWaitParams{StepKey: key, Lease: rs.led.lease, ID: uuid.NewString(), WorkspaceID: rs.run.WorkspaceID,
 		Kind: plan.kind, Signal: plan.signal, CorrelationKey: plan.correlationKey, WakeIn: plan.wakeIn, WakeAt: plan.wakeAt,
-		ExpiresIn: plan.timeout}
+		ExpiresIn: plan.timeout, NotifyGrace: notifyGrace}
 	var token string
 	if plan.notify != nil {
 		k, err := rs.signingKey(wctx)

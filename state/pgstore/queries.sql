@@ -440,7 +440,7 @@ INSERT INTO workflow_waits (id, run_id, workspace_id, attempt, scope_path, step_
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $14, $15,
         coalesce($10::timestamptz, now() + $11::bigint * interval '1 microsecond'),
         coalesce($12::timestamptz, now() + $13::bigint * interval '1 microsecond'),
-        $16::json, CASE WHEN $16::json IS NULL THEN NULL ELSE now() END);
+        $16::json, CASE WHEN $16::json IS NULL THEN NULL ELSE now() + $17::bigint * interval '1 microsecond' END);
 
 -- name: wake_lock
 -- Serialises the registration of waits and the delivery of signals that

@@ -119,7 +119,7 @@ func (s *Store) RegisterWait(ctx context.Context, p *state.RegisterWaitParams) (
 		if _, err := t.exec(ctx, q("insert_wait"), id, p.RunID, m.workspace, p.Attempt, p.ScopePath, p.StepID,
 			string(p.Kind), nullString(signal), nullString(p.CorrelationKey),
 			absTime(p.WakeAt), micros(p.WakeIn), absTime(p.ExpiresAt), micros(p.ExpiresIn),
-			nullString(p.TokenHash), nullString(p.KeyID), nullJSON(p.Notify)); err != nil {
+			nullString(p.TokenHash), nullString(p.KeyID), nullJSON(p.Notify), max(p.NotifyGrace, 0).Microseconds()); err != nil {
 			return err
 		}
 		if p.Kind != starflowtype.WaitTimer {

@@ -417,7 +417,7 @@ INSERT INTO workflow_waits (id, run_id, workspace_id, attempt, scope_path, step_
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?14, ?15,
         coalesce(?10, CASE WHEN ?11 IS NULL THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now', ?11) END),
         coalesce(?12, CASE WHEN ?13 IS NULL THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now', ?13) END),
-        ?16, CASE WHEN ?16 IS NULL THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now') END);
+        ?16, CASE WHEN ?16 IS NULL THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now', ?17) END);
 
 -- name: inbox_match
 -- The oldest unconsumed inbox entry for a wait being registered: addressed

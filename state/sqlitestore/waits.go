@@ -86,7 +86,7 @@ func (s *Store) RegisterWait(ctx context.Context, p *state.RegisterWaitParams) (
 		if _, err := t.exec(ctx, "insert_wait", id, p.RunID, m.workspace, p.Attempt, p.ScopePath, p.StepID,
 			string(p.Kind), nullString(signal), nullString(p.CorrelationKey),
 			absTime(p.WakeAt), offset(p.WakeIn), absTime(p.ExpiresAt), offset(p.ExpiresIn),
-			nullString(p.TokenHash), nullString(p.KeyID), nullJSON(p.Notify)); err != nil {
+			nullString(p.TokenHash), nullString(p.KeyID), nullJSON(p.Notify), sqliteOffset(p.NotifyGrace)); err != nil {
 			return translate(err)
 		}
 		if p.Kind != starflowtype.WaitTimer {

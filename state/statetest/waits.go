@@ -829,6 +829,10 @@ func (s *suite) testWaits(t *testing.T) {
 		none := h.register(&state.RegisterWaitParams{StepKey: stepKey(run, "", "a"), Lease: l, Signal: "a"})
 		fails := h.register(&state.RegisterWaitParams{StepKey: stepKey(run, "", "b"), Lease: l, Signal: "b", Notify: json.RawMessage(`{"url":"http://b"}`)})
 		ok := h.register(&state.RegisterWaitParams{StepKey: stepKey(run, "", "c"), Lease: l, Signal: "c", Notify: json.RawMessage(`{"url":"http://c"}`)})
+		// Within its grace the registering runner is still trying inline:
+		// no retrier may list it.
+		grace := h.register(&state.RegisterWaitParams{StepKey: stepKey(run, "", "d"), Lease: l, Signal: "d",
+			Notify: json.RawMessage(`{"url":"http://d"}`), NotifyGrace: time.Hour})
 		pending := func() []string {
 			ws, err := h.a.PendingNotifies(h.ctx(), &state.PendingNotifiesParams{})
 			if err != nil {
@@ -841,7 +845,7 @@ func (s *suite) testWaits(t *testing.T) {
 			return ids
 		}
 		if got := pending(); len(got) != 2 || got[0] != fails.ID || got[1] != ok.ID {
-			t.Fatalf("PendingNotifies = %v, want [%s %s] (not %s, which has no notify)", got, fails.ID, ok.ID, none.ID)
+			t.Fatalf("PendingNotifies = %v, want [%s %s] (not %s, which has no notify, nor %s, within its grace)", got, fails.ID, ok.ID, none.ID, grace.ID)
 		}
 		if err := h.a.MarkNotified(h.ctx(), &state.MarkNotifiedParams{WaitID: fails.ID, RetryIn: time.Hour}); err != nil {
 			t.Fatal(err)
