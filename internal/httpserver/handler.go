@@ -1,12 +1,16 @@
 package httpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +33,11 @@ type Backend interface {
 	LiveProgress(ctx context.Context, runID string) ([]*warm.Progress, error)
 	// LiveRunners lists the runners whose presence has not expired.
 	LiveRunners(ctx context.Context) ([]*warm.Presence, error)
+	// Wake resumes the wait a wake token names with payload (JSON; nil is
+	// null) as the wait step's output, and returns the woken wait.
+	// Errors: starflowtype.ErrTokenInvalid, starflowtype.ErrWaitClosed,
+	// starflowtype.ErrNotFound (no wait has that token), others.
+	Wake(ctx context.Context, token string, payload json.RawMessage) (*starflowtype.Wait, error)
 }
 
 // Config configures the handler.
@@ -54,6 +63,19 @@ type LiveRunView struct {
 	Progress []*warm.Progress `json:"progress"`
 }
 
+// WakeResult is the JSON body of a successful POST /wake/{token}: the
+// woken wait.
+type WakeResult struct {
+	ID     string                  `json:"id"`
+	RunID  string                  `json:"run_id"`
+	StepID string                  `json:"step_id"`
+	Status starflowtype.WaitStatus `json:"status"`
+}
+
+// MaxWakeBody is the largest wake payload POST /wake/{token} reads
+// (bytes); a longer body is refused with 413.
+const MaxWakeBody = 1 << 20
+
 // LiveRunnersView is the JSON body of GET /live/runners.
 type LiveRunnersView struct {
 	Runners []*warm.Presence `json:"runners"`
@@ -65,6 +87,14 @@ type LiveRunnersView struct {
 //	GET /metrics          Prometheus text exposition
 //	GET /live/runs/{id}   LiveRunView from the warm tier (404 absent, 503 warm down or off)
 //	GET /live/runners     LiveRunnersView from the warm tier (503 warm down or off)
+//	POST /wake/{token}    wake the wait the token names with the JSON body as its
+//	                      payload (empty: null): 200 WakeResult; 401 token invalid
+//	                      (forged, malformed, unknown key, no wait has it); 410 wait
+//	                      closed or token expired; 400 body not JSON; 413 body over
+//	                      MaxWakeBody; 415 a Content-Type that is not JSON
+//
+// POST /wake/{token} needs no credentials: the signed, single-use token
+// is the capability.
 func New(cfg Config) (http.Handler, error) {
 	if cfg.Backend == nil {
 		return nil, errors.New("httpserver: Config.Backend is required")
@@ -86,25 +116,82 @@ func New(cfg Config) (http.Handler, error) {
 	}))
 	mux.HandleFunc("GET /live/runs/{id}", h.liveRun)
 	mux.HandleFunc("GET /live/runners", h.liveRunners)
+	// {token...} also matches an empty or slashed remainder, so every
+	// POST under /wake/ gets the token's answer (401), never a 404.
+	mux.HandleFunc("POST /wake/{token...}", h.wake)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead && knownPath(r.URL.Path) {
-			w.Header().Set("Allow", "GET, HEAD")
-			problem(w, http.StatusMethodNotAllowed, "method not allowed", fmt.Sprintf("%s %s: only GET", r.Method, r.URL.Path))
+		if allow := allowed(r.URL.Path); allow != "" && !slices.Contains(strings.Split(allow, ", "), r.Method) {
+			w.Header().Set("Allow", allow)
+			problem(w, http.StatusMethodNotAllowed, "method not allowed", fmt.Sprintf("%s %s: only %s", r.Method, r.URL.Path, allow))
 			return
 		}
-		problem(w, http.StatusNotFound, "not found", fmt.Sprintf("no route %s %s (routes: GET /healthz, /metrics, /live/runs/{id}, /live/runners)", r.Method, r.URL.Path))
+		problem(w, http.StatusNotFound, "not found", fmt.Sprintf("no route %s %s (routes: GET /healthz, /metrics, /live/runs/{id}, /live/runners; POST /wake/{token})", r.Method, r.URL.Path))
 	})
 	return mux, nil
 }
 
 type handler struct{ cfg Config }
 
-func knownPath(p string) bool {
-	switch p {
-	case "/healthz", "/metrics", "/live/runners":
-		return true
+// allowed is the Allow header of a known path ("" when unknown).
+func allowed(p string) string {
+	switch {
+	case p == "/healthz", p == "/metrics", p == "/live/runners", strings.HasPrefix(p, "/live/runs/"):
+		return "GET, HEAD"
+	case strings.HasPrefix(p, "/wake/"):
+		return "POST"
 	}
-	return strings.HasPrefix(p, "/live/runs/")
+	return ""
+}
+
+// wake serves POST /wake/{token}.
+func (h *handler) wake(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSONType(ct) {
+		problem(w, http.StatusUnsupportedMediaType, "unsupported media type", fmt.Sprintf("Content-Type %q: the wake payload is JSON (send application/json, or no body for null)", ct))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWakeBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			problem(w, http.StatusRequestEntityTooLarge, "payload too large", fmt.Sprintf("the wake payload is limited to %d bytes", MaxWakeBody))
+			return
+		}
+		problem(w, http.StatusBadRequest, "unreadable body", "reading the wake payload: "+err.Error())
+		return
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && !json.Valid(body) {
+		problem(w, http.StatusBadRequest, "payload is not JSON", "the request body is the wake payload and must be one JSON value (or empty for null)")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	wt, err := h.cfg.Backend.Wake(ctx, r.PathValue("token"), body)
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, WakeResult{ID: wt.ID, RunID: wt.RunID, StepID: wt.StepID, Status: wt.Status})
+	case errors.Is(err, starflowtype.ErrTokenInvalid):
+		problem(w, http.StatusUnauthorized, "wake token invalid", "the token is forged, malformed or signed by an unknown key; nothing changed")
+	case errors.Is(err, starflowtype.ErrNotFound):
+		// A well-signed token no wait has: as invalid as a forged one (the
+		// CLI's exit 3), and no hint whether such a wait exists.
+		problem(w, http.StatusUnauthorized, "wake token invalid", "no wait has this token; nothing changed")
+	case errors.Is(err, starflowtype.ErrWaitClosed):
+		problem(w, http.StatusGone, "wait closed", "the wait is no longer pending or the token expired (a token wakes once; the wait may have been woken, timed out or cancelled); nothing changed")
+	default:
+		h.cfg.Logger.Warn("wake failed", "error", err)
+		problem(w, http.StatusInternalServerError, "wake failed", "the wake could not be applied; retry (a wake that did apply answers 410 to the retry)")
+	}
+}
+
+// isJSONType reports whether a Content-Type is application/json or a
+// +json type.
+func isJSONType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
 func (h *handler) health(w http.ResponseWriter, r *http.Request) {

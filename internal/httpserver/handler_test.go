@@ -19,6 +19,7 @@ import (
 )
 
 type fakeBackend struct {
+	wakeFn   func(token string, payload json.RawMessage) (*starflowtype.Wait, error)
 	health   starflow.Health
 	run      *warm.RunEntry
 	runErr   error
@@ -42,6 +43,13 @@ func (f *fakeBackend) LiveProgress(context.Context, string) ([]*warm.Progress, e
 }
 func (f *fakeBackend) LiveRunners(context.Context) ([]*warm.Presence, error) {
 	return f.runners, f.liveErr
+}
+
+func (f *fakeBackend) Wake(_ context.Context, token string, payload json.RawMessage) (*starflowtype.Wait, error) {
+	if f.wakeFn == nil {
+		return nil, errors.New("no wake in this backend")
+	}
+	return f.wakeFn(token, payload)
 }
 
 func get(t *testing.T, h http.Handler, path string) (int, string, string) {
