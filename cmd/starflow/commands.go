@@ -167,16 +167,23 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	cfg.SweepInterval = f.sweepEvery
 	cfg.WaitMaintenance = f.waits
 	cfg.WakeKeys = os.Getenv(envWakeKeys)
-	eng, err := starflow.New(cfg)
+	srv, err := f.warm.bind()
 	if err != nil {
 		return err
 	}
-	srv, err := f.warm.listen(eng, cfg.Logger)
+	cfg.WakeURL = f.warm.resolveWakeURL(srv)
+	eng, err := starflow.New(cfg)
 	if err != nil {
-		return err
+		return errors.Join(err, srv.shutdown())
+	}
+	if err := srv.serve(eng, cfg.Logger); err != nil {
+		return errors.Join(err, srv.shutdown())
 	}
 	if err := eng.Start(ctx); err != nil {
 		return errors.Join(err, srv.shutdown())
+	}
+	if cfg.WakeURL != "" {
+		fmt.Fprintf(os.Stderr, "wake URL %s\n", cfg.WakeURL)
 	}
 	fmt.Fprintf(os.Stderr, "%s %s started on %s (warm tier: %s)\n", what, eng.RunnerID(), redactURL(g.storeURL()), f.warm.spec)
 	<-ctx.Done()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -20,9 +21,13 @@ import (
 
 // Environment variables of the warm tier and the HTTP listener.
 const (
-	envWarm = "STARFLOW_WARM"
-	envAddr = "STARFLOW_ADDR"
+	envWarm    = "STARFLOW_WARM"
+	envAddr    = "STARFLOW_ADDR"
+	envWakeURL = "STARFLOW_WAKE_URL"
 )
+
+// wakePath is the listener's wake route, "{token}" replaced by the token.
+const wakePath = "/wake/{token}"
 
 // warmNone is the --warm value that turns the warm tier off.
 const warmNone = "none"
@@ -34,6 +39,7 @@ type warmFlags struct {
 	addr        string // --addr: HOST:PORT; "" = no listener
 	dir         string // --warm-dir: the embedded NATS server's data
 	defaultAddr string
+	wakeURL     string // --wake-url: the wake_url template of notify requests
 	opts        starflow.WarmOptions
 }
 
@@ -49,6 +55,11 @@ func (w *warmFlags) register(cmd *cobra.Command, defaultWarm, defaultAddr string
 		addrHelp = fmt.Sprintf("HTTP listener for /healthz, /metrics and live views, HOST:PORT (env %s; default none; loopback only)", envAddr)
 	}
 	cmd.Flags().StringVar(&w.addr, "addr", "", addrHelp)
+	wakeHelp := fmt.Sprintf("the wake_url notify receivers get, {token} replaced by the wake token: this process's public POST /wake/{token} URL behind a proxy (env %s; default http://<listener address>%s)", envWakeURL, wakePath)
+	if defaultAddr == "" {
+		wakeHelp = fmt.Sprintf("the wake_url notify receivers get, {token} replaced by the wake token: set it to the server's public URL, e.g. https://starflow.example.com%s (env %s; default none: wake_url is empty unless --addr is given)", wakePath, envWakeURL)
+	}
+	cmd.Flags().StringVar(&w.wakeURL, "wake-url", "", wakeHelp)
 	cmd.Flags().StringVar(&w.dir, "warm-dir", "", "data directory of --warm embedded (default: the SQLite file's path + .warm, or ./starflow.warm)")
 	cmd.Flags().DurationVar(&w.opts.HealthWarning, "warm-health-warn", starflow.HealthWarningDefault, "health says warning when the oldest unapplied outbox row is older than this")
 	cmd.Flags().DurationVar(&w.opts.HealthCritical, "warm-health-critical", starflow.HealthCriticalDefault, "health says critical past this age")
@@ -87,6 +98,15 @@ func (w *warmFlags) resolve(cmd *cobra.Command) error {
 	if w.addr != "" && !httpserver.IsLoopback(w.addr) {
 		return fmt.Errorf("--addr %s is not a loopback address: the listener has no authentication yet, so it binds only to 127.0.0.1, ::1 or localhost (put a reverse proxy in front to expose it)", w.addr)
 	}
+	if !cmd.Flags().Changed("wake-url") {
+		w.wakeURL = os.Getenv(envWakeURL)
+	}
+	w.wakeURL = strings.TrimSpace(w.wakeURL)
+	if w.wakeURL != "" {
+		if err := checkWakeURL(w.wakeURL); err != nil {
+			return err
+		}
+	}
 	if w.opts.HealthCritical <= w.opts.HealthWarning {
 		return fmt.Errorf("--warm-health-critical (%s) must exceed --warm-health-warn (%s)", w.opts.HealthCritical, w.opts.HealthWarning)
 	}
@@ -110,28 +130,70 @@ func mirrorFromEnv() bool {
 	return v != "" && v != warmNone
 }
 
-// listener is the started HTTP listener (nil: none).
+// listener is the HTTP listener (nil srv: none). It is bound before the
+// engine is built (so the wake URL can name the port actually bound) and
+// serves once the engine exists.
 type listener struct{ srv *httpserver.Server }
 
-// listen starts the HTTP listener on --addr (none when it is empty) and
-// prints "listening on http://ADDR" on stderr.
-func (w *warmFlags) listen(eng *starflow.Engine, log *slog.Logger) (*listener, error) {
+// bind binds --addr (no listener when it is empty).
+func (w *warmFlags) bind() (*listener, error) {
 	if w.addr == "" {
 		return &listener{}, nil
+	}
+	srv, err := httpserver.Bind(w.addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w (choose another address with --addr or %s)", err, envAddr)
+	}
+	return &listener{srv: srv}, nil
+}
+
+// resolveWakeURL is the engine's Config.WakeURL: --wake-url (or
+// STARFLOW_WAKE_URL) when given, else http://<bound address>/wake/{token}
+// when the process listens, else "".
+func (w *warmFlags) resolveWakeURL(l *listener) string {
+	if w.wakeURL != "" {
+		return w.wakeURL
+	}
+	if l == nil || l.srv == nil {
+		return ""
+	}
+	return "http://" + l.srv.Addr() + wakePath
+}
+
+// checkWakeURL checks a --wake-url template: an absolute http(s) URL
+// with a host that contains "{token}".
+func checkWakeURL(s string) error {
+	if !strings.Contains(s, "{token}") {
+		return fmt.Errorf("--wake-url %q (or %s): must contain {token}, where the wake token goes (e.g. https://starflow.example.com%s)", s, envWakeURL, wakePath)
+	}
+	u, err := url.Parse(strings.ReplaceAll(s, "{token}", "TOKEN"))
+	if err != nil {
+		return fmt.Errorf("--wake-url %q (or %s): %w", s, envWakeURL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--wake-url %q (or %s): want an absolute http:// or https:// URL with a host", s, envWakeURL)
+	}
+	return nil
+}
+
+// serve serves the engine's handler on the bound listener and prints
+// "listening on http://ADDR" on stderr.
+func (l *listener) serve(eng *starflow.Engine, log *slog.Logger) error {
+	if l.srv == nil {
+		return nil
 	}
 	// The engine's metrics, and the Go runtime's and the process's.
 	proc := prometheus.NewRegistry()
 	proc.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := httpserver.New(httpserver.Config{Backend: eng, Gatherer: prometheus.Gatherers{eng.Metrics(), proc}, Logger: log})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	srv, err := httpserver.Listen(w.addr, h)
-	if err != nil {
-		return nil, fmt.Errorf("%w (choose another address with --addr or %s)", err, envAddr)
+	if err := l.srv.Serve(h); err != nil {
+		return err
 	}
-	fmt.Fprintf(os.Stderr, "listening on http://%s\n", srv.Addr())
-	return &listener{srv: srv}, nil
+	fmt.Fprintf(os.Stderr, "listening on http://%s\n", l.srv.Addr())
+	return nil
 }
 
 // shutdown stops the listener, waiting up to 5 s for requests in flight.
