@@ -218,7 +218,7 @@ func newServerCmd(g *globalFlags) *cobra.Command {
 	f := &processFlags{}
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Run maintenance (lease sweep, timer poller, notify retries, session GC, the warm tier's drainer and hash sweep) and the HTTP listener (/healthz, /metrics, live views) until stopped",
+		Short: "Run maintenance (lease sweep, timer poller, notify retries, session GC, the warm tier's drainer and hash sweep) and the HTTP listener (/healthz, /metrics, live views, POST /wake/{token}) until stopped",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.grace = 5 * time.Second

@@ -169,3 +169,52 @@ func TestWakeURLFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestServerWakeRoute: a worker (no --wake-url) notifies an empty
+// wake_url with the token; `starflow server`, which runs no runner,
+// serves POST /wake/{token} on its own listener, prints its wake URL, and
+// the wake it applies is continued by the worker with the payload.
+func TestServerWakeRoute(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sink := newNotifySink(t)
+	writeFile(t, dir, "approval.yaml", strings.Replace(approvalWorkflow, "%s", sink.srv.URL, 1))
+	if r := starflowCmd(t, dir, nil, "apply", "approval.yaml", "--db", "w.db"); r.code != 0 {
+		t.Fatalf("apply: %s", r.stderr)
+	}
+	id := strings.TrimSpace(starflowCmd(t, dir, nil, "enqueue", "approval", "--db", "w.db").stdout)
+	startDaemon(t, dir, nil, "worker", "--db", "w.db", "--poll-interval", "50ms")
+	body := sink.first(t)
+	tok, _ := body["token"].(string)
+	if tok == "" || body["wake_url"] != "" {
+		t.Fatalf("worker notify: token %q wake_url %q; want a token and an empty wake_url", tok, body["wake_url"])
+	}
+	srv := startDaemon(t, dir, nil, "server", "--db", "w.db", "--addr", "127.0.0.1:0")
+	base := srv.waitStarted(t)
+	if base == "" || !strings.Contains(srv.stderr.String(), "wake URL "+base+"/wake/{token}") {
+		t.Fatalf("server listener %q; stderr:\n%s", base, srv.stderr.String())
+	}
+	if code, _, b := postJSON(t, base+"/wake/"+tok, `"ship it"`); code != 200 || !strings.Contains(b, id) {
+		t.Fatalf("wake via server: %d %s", code, b)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := starflowCmd(t, dir, nil, "runs", "show", id, "--db", "w.db", "--json")
+		var run struct {
+			Status string          `json:"status"`
+			Output json.RawMessage `json:"output"`
+		}
+		_ = json.Unmarshal([]byte(r.stdout), &run)
+		if run.Status == "succeeded" {
+			if string(run.Output) != `"ship it"` {
+				t.Fatalf("output %s, want the payload", run.Output)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run not continued by the worker after the server's wake: %s", r.stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	srv.stop(t)
+}

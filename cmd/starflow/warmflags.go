@@ -50,9 +50,9 @@ type warmFlags struct {
 func (w *warmFlags) register(cmd *cobra.Command, defaultWarm, defaultAddr string, runner, maintenance bool) {
 	w.defaultWarm, w.defaultAddr = defaultWarm, defaultAddr
 	cmd.Flags().StringVar(&w.spec, "warm", "", fmt.Sprintf("warm tier (live status, progress, presence): memory, embedded (an in-process NATS server), nats://HOST:PORT, or none (env %s, default %s)", envWarm, defaultWarm))
-	addrHelp := fmt.Sprintf("HTTP listener for /healthz, /metrics and live views, HOST:PORT (env %s, default %s; loopback only)", envAddr, defaultAddr)
+	addrHelp := fmt.Sprintf("HTTP listener for /healthz, /metrics, live views and POST /wake/{token}, HOST:PORT (env %s, default %s; loopback only)", envAddr, defaultAddr)
 	if defaultAddr == "" {
-		addrHelp = fmt.Sprintf("HTTP listener for /healthz, /metrics and live views, HOST:PORT (env %s; default none; loopback only)", envAddr)
+		addrHelp = fmt.Sprintf("HTTP listener for /healthz, /metrics, live views and POST /wake/{token}, HOST:PORT (env %s; default none; loopback only)", envAddr)
 	}
 	cmd.Flags().StringVar(&w.addr, "addr", "", addrHelp)
 	wakeHelp := fmt.Sprintf("the wake_url notify receivers get, {token} replaced by the wake token: this process's public POST /wake/{token} URL behind a proxy (env %s; default http://<listener address>%s)", envWakeURL, wakePath)
