@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/state"
@@ -16,22 +17,38 @@ import (
 // AddWakeKey keeps the first stored, so all of them agree on it.
 const GeneratedKeyID = "generated-1"
 
+// KeyReloadInterval is the shortest time between two reloads of the
+// stored wake keys asked for by a token (or a stored wait) naming a key
+// the ring does not hold. A token of an unknown key is unauthenticated
+// input: without the limit every such request would cost a store read
+// before its MAC is even checked. A key another process added is seen
+// within this interval.
+const KeyReloadInterval = 10 * time.Second
+
 // keyRing holds the wake-token keys: the configured ones (fixed), or
 // those of the store, loaded on first use and reloaded when a token names
-// a key not seen yet (another process may have added it).
+// a key not seen yet (another process may have added it), at most once
+// per KeyReloadInterval.
 type keyRing struct {
-	mu    sync.Mutex
-	keys  []waketoken.Key
-	fixed bool
+	mu     sync.Mutex
+	keys   []waketoken.Key
+	fixed  bool
+	loaded time.Time // when keys were last read from the store (Config.Now)
 }
 
-// wakeKeys returns the key ring, the signing key first.
+// wakeKeys returns the key ring, the signing key first. reload asks for
+// the stored keys to be read again; it is granted at most once per
+// KeyReloadInterval (else the ring as held is returned).
 func (e *Engine) wakeKeys(ctx context.Context, reload bool) ([]waketoken.Key, error) {
 	r := &e.ring
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fixed || (len(r.keys) > 0 && !reload) {
 		return r.keys, nil
+	}
+	now := e.cfg.Now()
+	if len(r.keys) > 0 && now.Sub(r.loaded) < KeyReloadInterval {
+		return r.keys, nil // reloaded recently: an unknown key stays unknown
 	}
 	stored, err := e.cfg.Store.WakeKeys(ctx)
 	if err != nil {
@@ -57,13 +74,13 @@ func (e *Engine) wakeKeys(ctx context.Context, reload bool) ([]waketoken.Key, er
 	for i, k := range stored {
 		keys[i] = waketoken.Key{ID: k.ID, Secret: k.Secret}
 	}
-	r.keys = keys
+	r.keys, r.loaded = keys, now
 	return keys, nil
 }
 
 // VerifyToken checks a wake token's signature and expiry against the key
-// ring (reloading the stored keys once when the token names an unknown
-// key). Errors wrap starflowtype.ErrTokenInvalid or ErrWaitClosed.
+// ring (reloading the stored keys when the token names an unknown key,
+// at most once per KeyReloadInterval). Errors wrap starflowtype.ErrTokenInvalid or ErrWaitClosed.
 func (e *Engine) VerifyToken(ctx context.Context, token string) (waketoken.Claims, error) {
 	keys, err := e.wakeKeys(ctx, false)
 	if err != nil {
@@ -78,7 +95,8 @@ func (e *Engine) VerifyToken(ctx context.Context, token string) (waketoken.Claim
 	return c, err
 }
 
-// keyByID finds a key of the ring (reloading once).
+// keyByID finds a key of the ring (reloading once, within the limit of
+// KeyReloadInterval).
 func (e *Engine) keyByID(ctx context.Context, id string) (waketoken.Key, error) {
 	for reload := range 2 {
 		keys, err := e.wakeKeys(ctx, reload == 1)
