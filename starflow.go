@@ -37,7 +37,9 @@ type Config struct {
 	RunnerID string
 	// Pools are the runner pools the in-process runner serves.
 	Pools []string
-	// OnlyRun limits the in-process runner to one run (by id); "" = any.
+	// OnlyRun limits the in-process runner to one run (by id) and the
+	// runs descending from it (child runs of workflow_call, any depth);
+	// "" = any.
 	OnlyRun string
 	// LeaseTTL (default 30 s), Heartbeat (default 10 s), PollInterval
 	// (default 200 ms) and Concurrency (default 8) tune the runner.

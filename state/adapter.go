@@ -223,6 +223,11 @@ type ClaimRunParams struct {
 	// the best available run. `starflow run` uses it to execute only its
 	// own run.
 	RunID string
+	// WithDescendants widens RunID to that run and every run descending
+	// from it (parent_run_id chain, any depth), best first in claim
+	// order: `starflow run` executes its run's child runs (workflow_call)
+	// this way. Ignored without RunID.
+	WithDescendants bool
 }
 
 // RunStartParams is the first fenced write of a claim.

@@ -36,8 +36,10 @@ type Config struct {
 	Pools []string
 	// Workspace limits claims to one workspace; "" = any.
 	Workspace string
-	// OnlyRun limits claims to that run ("" = any run). `starflow run`
-	// executes only its own run this way, on the same claim path.
+	// OnlyRun limits claims to that run and the runs descending from it
+	// (its child runs, parent_run_id chain; "" = any run). `starflow run`
+	// executes only its own run and its children this way, on the same
+	// claim path.
 	OnlyRun string
 	// LeaseTTL is how long a claim or heartbeat holds the lease. Default
 	// 30 s.
@@ -253,7 +255,7 @@ func (r *Runner) loop(ctx context.Context) {
 		// seen, so its run is executed or released, never left claimed.
 		claimStart := time.Now() // the lease runs from no earlier than this
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LeaseTTL)
-		run, err := r.store.ClaimRun(cctx, &state.ClaimRunParams{RunnerID: r.cfg.ID, Pools: r.cfg.Pools, LeaseTTL: r.cfg.LeaseTTL, WorkspaceID: r.cfg.Workspace, RunID: r.cfg.OnlyRun})
+		run, err := r.store.ClaimRun(cctx, &state.ClaimRunParams{RunnerID: r.cfg.ID, Pools: r.cfg.Pools, LeaseTTL: r.cfg.LeaseTTL, WorkspaceID: r.cfg.Workspace, RunID: r.cfg.OnlyRun, WithDescendants: true})
 		ccancel()
 		if err != nil || run == nil {
 			<-slots

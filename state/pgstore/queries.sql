@@ -89,6 +89,33 @@ UPDATE workflow_runs
           FOR UPDATE SKIP LOCKED)
 RETURNING /*run_columns*/;
 
+-- name: claim_run_family
+-- claim_run limited to run $5 and the runs descending from it
+-- (parent_run_id chain, any depth; idx_workflow_runs_parent), best first.
+UPDATE workflow_runs
+   SET claim_state    = 'claimed',
+       leased_by      = $1,
+       lease_until    = now() + $2::bigint * interval '1 microsecond',
+       last_heartbeat = now(),
+       lease_epoch    = lease_epoch + 1,
+       claim_attempts = claim_attempts + 1,
+       updated_at     = now()
+ WHERE id = (
+       SELECT id FROM workflow_runs
+        WHERE id IN (WITH RECURSIVE family(id) AS (
+                          SELECT $5::uuid
+                          UNION
+                          SELECT r.id FROM workflow_runs r JOIN family f ON r.parent_run_id = f.id)
+                     SELECT id FROM family)
+          AND claim_state = 'queued'
+          AND available_at <= now()
+          AND (runner_pool IS NULL OR runner_pool = ANY ($3::text[]))
+          AND ($4::text = '' OR workspace_id = $4)
+        ORDER BY priority DESC, available_at, seq
+        LIMIT 1
+          FOR UPDATE SKIP LOCKED)
+RETURNING /*run_columns*/;
+
 -- name: run_start
 -- Also a paused run's resume: the snapshot is cleared (the claim returned
 -- it to the runner).

@@ -171,6 +171,9 @@ func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflo
 		query, args := q("claim_run"), claimArgs(p)
 		if p.RunID != "" {
 			query, args = q("claim_run_id"), append(args, p.RunID)
+			if p.WithDescendants {
+				query = q("claim_run_family")
+			}
 		}
 		r, err := scanRun(t.tx.QueryRow(ctx, query, args...))
 		if errors.Is(err, pgx.ErrNoRows) {

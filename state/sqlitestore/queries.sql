@@ -74,6 +74,32 @@ UPDATE workflow_runs
    AND (?4 = '' OR workspace_id = ?4)
 RETURNING id, lease_epoch;
 
+-- name: claim_run_family
+-- claim_run limited to run ?5 and the runs descending from it
+-- (parent_run_id chain, any depth; idx_workflow_runs_parent), best first.
+UPDATE workflow_runs
+   SET claim_state    = 'claimed',
+       leased_by      = ?1,
+       lease_until    = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?2),
+       last_heartbeat = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       lease_epoch    = lease_epoch + 1,
+       claim_attempts = claim_attempts + 1,
+       updated_at     = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = (
+       WITH RECURSIVE family(id) AS (
+            SELECT ?5
+            UNION
+            SELECT r.id FROM workflow_runs r JOIN family f ON r.parent_run_id = f.id)
+       SELECT id FROM workflow_runs
+        WHERE id IN (SELECT id FROM family)
+          AND claim_state = 'queued'
+          AND available_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now')
+          AND (runner_pool IS NULL OR runner_pool IN (SELECT value FROM json_each(?3)))
+          AND (?4 = '' OR workspace_id = ?4)
+        ORDER BY priority DESC, available_at, created_at
+        LIMIT 1)
+RETURNING id, lease_epoch;
+
 -- name: run_start
 -- Also a paused run's resume: the snapshot is cleared (the claim returned
 -- it to the runner).

@@ -242,6 +242,9 @@ func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflo
 		query, args := "claim_run", []any{p.RunnerID, sqliteOffset(p.LeaseTTL), string(pools), p.WorkspaceID}
 		if p.RunID != "" {
 			query, args = "claim_run_id", append(args, p.RunID)
+			if p.WithDescendants {
+				query = "claim_run_family"
+			}
 		}
 		var epoch int64
 		err := t.queryRow(ctx, query, args...).Scan(&id, &epoch)

@@ -183,6 +183,45 @@ func (s *suite) testClaim(t *testing.T) {
 		h.claimID(acme.ID, runnerA)
 	})
 
+	t.Run("RunIDWithDescendants", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		root := h.enqueue(nil)
+		other := h.enqueue(&state.EnqueueRunParams{Priority: 9}) // unrelated, claimed first by anyone else
+		child := h.enqueue(&state.EnqueueRunParams{ParentRunID: root.ID})
+		grandchild := h.enqueue(&state.EnqueueRunParams{ParentRunID: child.ID, Priority: 1})
+		nephew := h.enqueue(&state.EnqueueRunParams{ParentRunID: other.ID, Priority: 5})
+		family := func() *starflowtype.Run {
+			t.Helper()
+			c, err := h.a.ClaimRun(h.ctx(), &state.ClaimRunParams{RunnerID: runnerA, LeaseTTL: leaseTTL, RunID: root.ID, WithDescendants: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		// Only root itself without WithDescendants, even when it is taken.
+		if c, err := h.a.ClaimRun(h.ctx(), &state.ClaimRunParams{RunnerID: runnerA, LeaseTTL: leaseTTL, RunID: child.ID}); err != nil || c == nil || c.ID != child.ID {
+			t.Fatalf("claim by RunID %s = %+v, %v", child.ID, c, err)
+		}
+		// grandchild (priority 1) before root (priority 0); the child is
+		// claimed already; other and its child are never this family's.
+		for _, want := range []*starflowtype.Run{grandchild, root} {
+			c := family()
+			if c == nil || c.ID != want.ID {
+				t.Fatalf("family claim = %+v, want %s", c, want.ID)
+			}
+			equal(t, "leased_by", c.LeasedBy, runnerA)
+		}
+		if c := family(); c != nil {
+			t.Fatalf("family claim took %s (parent %q), want nothing left", c.ID, c.ParentRunID)
+		}
+		if c, err := h.a.ClaimRun(h.ctx(), &state.ClaimRunParams{RunnerID: runnerA, LeaseTTL: leaseTTL, RunID: grandchild.ID}); err != nil || c != nil {
+			t.Fatalf("claim of a claimed run = %+v, %v", c, err)
+		}
+		h.claimID(other.ID, runnerB)
+		h.claimID(nephew.ID, runnerB)
+	})
+
 	t.Run("ConcurrentClaimsExclusive", func(t *testing.T) {
 		t.Parallel()
 		h := s.stored(t)
