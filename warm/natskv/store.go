@@ -296,6 +296,21 @@ func (s *Store) wrap(op, what string, err error) error {
 	return fmt.Errorf("warm/natskv: %s at %s: %w", op, s.addr, err)
 }
 
+// wrapPut is wrap for a write of size bytes under key: a payload over the
+// server's max_payload (nats.ErrMaxPayload, refused by the client before
+// sending) or over the stream's maximum message size (JetStream error
+// 10054) wraps warm.ErrInvalid and names the key and the size, since
+// retrying the same entry can never succeed; anything else is wrap's.
+func (s *Store) wrapPut(op, what, key string, size int, err error) error {
+	var apiErr *jetstream.APIError
+	if errors.Is(err, nats.ErrMaxPayload) ||
+		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum) {
+		return fmt.Errorf("warm/natskv: %s %s: %w: key %s: entry of %d bytes exceeds the NATS server's max_payload of %d bytes: %w",
+			op, what, warm.ErrInvalid, key, size, s.nc.MaxPayload(), err)
+	}
+	return s.wrap(op, what, err)
+}
+
 // forgetBuckets makes the next call create the buckets again. It may run
 // with s.mu held (from buckets), hence the flag.
 func (s *Store) forgetBuckets() { s.stale.Store(true) }
@@ -348,7 +363,7 @@ func (s *Store) PutRun(ctx context.Context, e *warm.RunEntry, force bool) (bool,
 			return true, nil
 		}
 		if !isConflict(err) {
-			return false, s.wrap("PutRun", e.RunID, err)
+			return false, s.wrapPut("PutRun", e.RunID, key, len(data), err)
 		}
 	}
 	return false, fmt.Errorf("warm/natskv: PutRun %s: %d revision conflicts in a row", e.RunID, maxCASAttempts)
@@ -476,8 +491,9 @@ func (s *Store) PutStep(ctx context.Context, st *warm.StepEntry) error {
 		return err
 	}
 	defer cancel()
-	if _, err := b.steps.kv.Put(ctx, stepKey(st.RunID, st.Attempt, st.ScopePath, st.StepID), data); err != nil {
-		return s.wrap("PutStep", st.RunID+" "+st.ScopePath+" "+st.StepID, err)
+	k := stepKey(st.RunID, st.Attempt, st.ScopePath, st.StepID)
+	if _, err := b.steps.kv.Put(ctx, k, data); err != nil {
+		return s.wrapPut("PutStep", st.RunID+" "+st.ScopePath+" "+st.StepID, k, len(data), err)
 	}
 	return nil
 }
@@ -522,7 +538,7 @@ func (s *Store) PutSessionVar(ctx context.Context, workspace, session, key strin
 		_, err = b.session.kv.Put(ctx, k, value)
 	}
 	if err != nil {
-		return s.wrap("PutSessionVar", what, err)
+		return s.wrapPut("PutSessionVar", what, k, len(value), err)
 	}
 	return nil
 }
