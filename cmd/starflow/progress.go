@@ -28,10 +28,17 @@ type progress struct {
 	bar    *progressbar.ProgressBar
 	lastID int64
 	start  time.Time
+	// paused is set by run_paused and cleared by run_resumed: while set,
+	// each poll prints the run's pending waits not shown yet (a wait row
+	// is registered just after the pause commits).
+	paused bool
+	shown  map[string]bool // wait ids printed
+	// storeArg is appended to the wake commands printed (" --db x.db").
+	storeArg string
 }
 
 func newProgress(w *os.File, store state.Adapter, runID string, total int) *progress {
-	p := &progress{w: w, store: store, runID: runID, total: total, start: time.Now(),
+	p := &progress{w: w, store: store, runID: runID, total: total, start: time.Now(), shown: map[string]bool{},
 		tty: term.IsTerminal(int(w.Fd())) && os.Getenv("TERM") != "dumb"}
 	if p.tty {
 		p.bar = progressbar.NewOptions(total,
@@ -78,6 +85,28 @@ func (p *progress) poll(ctx context.Context) {
 		p.lastID = ev.ID
 		p.show(ctx, ev)
 	}
+	if p.paused {
+		p.showWaits(ctx)
+	}
+}
+
+// showWaits prints each pending wait of the paused run once: the step,
+// what it waits for, and how to wake it.
+func (p *progress) showWaits(ctx context.Context) {
+	waits, err := pendingWaits(ctx, p.store, p.runID)
+	if err != nil {
+		return
+	}
+	for _, w := range waits {
+		if p.shown[w.ID] {
+			continue
+		}
+		p.shown[w.ID] = true
+		p.line(fmt.Sprintf("  ⏸ %-24s %-9s waiting for %s\n    %s", stepLabel(w), "paused", waitsFor(w), wakeHow(p.runID, w, p.storeArg)))
+		if p.bar != nil {
+			p.bar.Describe("paused at " + stepLabel(w))
+		}
+	}
 }
 
 func (p *progress) show(ctx context.Context, ev *starflowtype.Event) {
@@ -114,6 +143,13 @@ func (p *progress) show(ctx context.Context, ev *starflowtype.Event) {
 		if p.bar != nil && ev.ScopePath == "" {
 			_ = p.bar.Add(1)
 		}
+	case starflowtype.EventRunPaused:
+		p.paused = true
+	case starflowtype.EventRunResumed:
+		if p.paused {
+			p.line("  ⏵ resumed")
+		}
+		p.paused = false
 	case starflowtype.EventRunInterrupted:
 		var pl struct {
 			Error       string `json:"error"`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -30,7 +31,13 @@ func newRunCmd(g *globalFlags) *cobra.Command {
 		Short: "Apply a definition, run it to the end in-process and show progress",
 		Long: `Apply the definition in FILE to the store, enqueue a run of it, and execute it with an
 in-process runner (the same claim-and-lease path a separate worker uses), showing one line per
-step. Prints the run id; exits 0 when the run succeeded and 1 with the error when it failed.`,
+step. Prints the run id; exits 0 when the run succeeded and 1 with the error when it failed.
+
+When the run parks at a durable wait it prints the step, what it waits for (a signal, a
+timer, an approval, a child run) and the command that wakes it, and keeps waiting: a signal
+or wake from another terminal continues it here, and due timers and wait timeouts fire in
+this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused run paused
+(it holds no lease); starflow dev, or server plus worker, continues it once woken.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -81,6 +88,7 @@ step. Prints the run id; exits 0 when the run succeeded and 1 with the error whe
 				return err
 			}
 			p := newProgress(os.Stdout, store, run.ID, len(parsed.Steps))
+			p.storeArg = g.storeArg()
 			p.header(def.Name, def.Revision)
 			if err := eng.Start(ctx); err != nil {
 				return err
@@ -88,6 +96,10 @@ step. Prints the run id; exits 0 when the run succeeded and 1 with the error whe
 			followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
 			followDone := make(chan struct{})
 			go func() { defer close(followDone); p.follow(followCtx) }()
+			// The durable timer poller of this process: a parked run's
+			// timer, until or timeout fires while `run` waits for it.
+			timersDone := make(chan struct{})
+			go func() { defer close(timersDone); fireTimers(followCtx, eng, g.logger(os.Stderr)) }()
 
 			final, waitErr := eng.WaitRun(ctx, run.ID)
 			grace := 10 * time.Second
@@ -103,15 +115,24 @@ step. Prints the run id; exits 0 when the run succeeded and 1 with the error whe
 			cancel()
 			stopFollow()
 			<-followDone
+			<-timersDone
+			var last *starflowtype.Run
 			if waitErr != nil {
-				if r, err := store.GetRun(context.WithoutCancel(ctx), &state.GetRunParams{ID: run.ID}); err == nil && starflow.Settled(r) {
-					final, waitErr = r, nil
+				if r, err := store.GetRun(context.WithoutCancel(ctx), &state.GetRunParams{ID: run.ID}); err == nil {
+					last = r
+					if starflow.Settled(r) {
+						final, waitErr = r, nil
+					}
 				}
+			}
+			if waitErr != nil && last != nil && last.Status == starflowtype.RunPaused {
+				p.finish(nil)
+				return pausedExit(context.WithoutCancel(ctx), store, g, last)
 			}
 			if waitErr != nil {
 				p.finish(nil)
 				fmt.Printf("run %s interrupted; its lease was released\n", run.ID)
-				return &exitError{code: 130, msg: fmt.Sprintf("interrupted; run %s will continue on the next runner: starflow worker --store %s", run.ID, redactURL(g.storeURL()))}
+				return &exitError{code: 130, msg: fmt.Sprintf("interrupted; run %s will continue on the next runner: starflow worker --store %s (or starflow dev)", run.ID, redactURL(g.storeURL()))}
 			}
 			p.finish(final)
 			switch final.Status {
@@ -127,6 +148,39 @@ step. Prints the run id; exits 0 when the run succeeded and 1 with the error whe
 	cmd.Flags().StringSliceVar(&allowEnv, "allow-env", nil, "environment variables expressions may read as env.NAME (repeatable)")
 	cmd.Flags().DurationVar(&stepTimeout, "step-timeout", 0, "default timeout of one step try (default 30s)")
 	return cmd
+}
+
+// fireTimers runs the durable timer poller of `starflow run` until ctx is
+// done: every second, due timers and wait timeouts of the store are fired
+// (Engine.FireDueWaits) and the runner nudged, so a run parked on a timer
+// continues under `run` alone. The lease sweep and notify retries stay
+// with `dev` and `server`.
+func fireTimers(ctx context.Context, eng *starflow.Engine, log *slog.Logger) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := eng.FireDueWaits(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("firing due timers failed", "error", err)
+		}
+	}
+}
+
+// pausedExit is `run`'s answer to Ctrl-C while its run is parked: where
+// it is paused, that it holds no lease, and how to wake and continue it.
+func pausedExit(ctx context.Context, store state.Adapter, g *globalFlags, r *starflowtype.Run) error {
+	waits, _ := pendingWaits(ctx, store, r.ID)
+	fmt.Printf("run %s is %s; it holds no lease and no runner\n", r.ID, pausedAt(waits))
+	for _, w := range waits {
+		fmt.Printf("  %s: %s\n", stepLabel(w), wakeHow(r.ID, w, g.storeArg()))
+	}
+	return &exitError{code: 130, msg: fmt.Sprintf("interrupted; run %s stays %s. Once woken, a runner continues it: "+
+		"starflow dev%s (a runner with maintenance: timers fire), or starflow server plus starflow worker",
+		r.ID, pausedAt(waits), g.storeArg())}
 }
 
 // readInput reads --input: inline JSON or @FILE.
