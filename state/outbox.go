@@ -44,8 +44,11 @@ type Outbox interface {
 	// PostgreSQL: safe with several drainers. A drainer claims whole runs
 	// (a transaction-scoped advisory lock per run), so a run's rows are
 	// applied by one drainer at a time, in order; the transaction stays
-	// open while apply runs. SQLite: one drainer per process at a time
-	// (a mutex); apply runs outside any write transaction, so the single
+	// open while apply runs. SQLite: one pass at a time across every
+	// process and Store sharing the file (a lease row in
+	// mirror_drain_lock, renewed while apply runs and expiring 15 s after
+	// a holder died; a pass that finds it held drains nothing and returns
+	// 0, nil); apply runs outside any write transaction, so the single
 	// writer is never held during warm-store I/O.
 	DrainOutbox(ctx context.Context, p *DrainOutboxParams, apply OutboxApplyFunc) (int, error)
 	// PruneOutbox deletes up to p.Limit rows applied more than p.OlderThan

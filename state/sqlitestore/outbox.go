@@ -2,8 +2,11 @@ package sqlitestore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -13,25 +16,60 @@ import (
 
 var _ state.Outbox = (*Store)(nil)
 
-// drainLocks holds one mutex per Store: SQLite drains one pass at a time
-// per process (state.Outbox).
-var drainLocks sync.Map // *Store → *sync.Mutex
+// drainStates holds the drain state of each Store: its mutex (one pass at
+// a time per Store) and its lease owner id.
+var drainStates sync.Map // *Store → *drainState
+
+type drainState struct {
+	mu    sync.Mutex
+	owner string // "pid <pid> <random hex>": unique per Store
+}
+
+func (s *Store) drainState() *drainState {
+	if v, ok := drainStates.Load(s); ok {
+		return v.(*drainState)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	v, _ := drainStates.LoadOrStore(s, &drainState{owner: fmt.Sprintf("pid %d %s", os.Getpid(), hex.EncodeToString(b[:]))})
+	return v.(*drainState)
+}
+
+// The cross-process drain lease (table mirror_drain_lock).
+const (
+	drainLeaseName = "outbox"
+	// drainLeaseTTL is how long a drain lease lasts without renewal: the
+	// longest a pass of a process that died mid-pass holds up the others.
+	// A pass renews it every drainLeaseTTL/3.
+	drainLeaseTTL = 15 * time.Second
+)
 
 const sqliteNow = `strftime('%Y-%m-%dT%H:%M:%fZ','now')`
 
-// DrainOutbox implements state.Outbox. The rows are read from the reader
-// pool and apply runs outside any transaction, so the single writer is
-// never held during warm-store I/O; the applied ids are then marked in one
-// short write. Passes of one Store are serialised; run one drainer per
-// database file.
+// DrainOutbox implements state.Outbox. A pass first takes the drain lease
+// (a row of mirror_drain_lock, taken with one conditional upsert when it
+// is free, expired or already this Store's, on the database file's clock),
+// so that one pass runs at a time across every process and Store sharing
+// the file; when another holds it, the pass drains nothing (0, nil). The
+// rows are then read from the reader pool and apply runs outside any
+// transaction, so the single writer is never held during warm-store I/O
+// (the lease is renewed every drainLeaseTTL/3 meanwhile, and apply's ctx
+// is cancelled should it be lost); the applied ids are marked in one short
+// write, and the lease is released.
 func (s *Store) DrainOutbox(ctx context.Context, p *state.DrainOutboxParams, apply state.OutboxApplyFunc) (int, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = state.OutboxDefaultLimit
 	}
-	mu, _ := drainLocks.LoadOrStore(s, &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
+	ds := s.drainState()
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+
+	held, err := s.takeDrainLease(ctx, ds.owner)
+	if err != nil || !held {
+		return 0, err
+	}
+	defer s.releaseDrainLease(context.WithoutCancel(ctx), ds.owner)
 
 	rows, err := s.read.QueryContext(ctx, `SELECT id, run_id, kind, payload, version, created_at
 FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id LIMIT ?`, limit)
@@ -56,7 +94,12 @@ FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id LIMIT ?`, limit)
 	if len(batch) == 0 {
 		return 0, nil
 	}
-	applied, aerr := apply(ctx, batch)
+	actx, cancel := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() { defer close(renewed); s.renewDrainLease(actx, cancel, ds.owner) }()
+	applied, aerr := apply(actx, batch)
+	cancel()
+	<-renewed
 	if len(applied) > 0 {
 		ids, _ := json.Marshal(applied)
 		// Marking must survive a cancelled ctx: what was applied is applied.
@@ -67,6 +110,57 @@ FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id LIMIT ?`, limit)
 		}
 	}
 	return len(applied), aerr
+}
+
+// takeDrainLease takes or renews the drain lease for owner. Returns
+// whether owner holds it.
+func (s *Store) takeDrainLease(ctx context.Context, owner string) (bool, error) {
+	res, err := s.write.ExecContext(ctx, `INSERT INTO mirror_drain_lock (name, owner, until)
+VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now', ?))
+ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, until = excluded.until
+WHERE mirror_drain_lock.owner = excluded.owner OR mirror_drain_lock.until < `+sqliteNow,
+		drainLeaseName, owner, modifier(drainLeaseTTL))
+	if err != nil {
+		return false, fmt.Errorf("sqlitestore: drain outbox: take the drain lease: %w", translate(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("sqlitestore: drain outbox: take the drain lease: %w", err)
+	}
+	return n == 1, nil
+}
+
+// renewDrainLease extends owner's lease every drainLeaseTTL/3 until ctx
+// ends; when the lease is lost (another owner holds it, or no renewal
+// succeeded for 2/3 of the TTL) it calls lost, so that apply stops.
+func (s *Store) renewDrainLease(ctx context.Context, lost context.CancelFunc, owner string) {
+	t := time.NewTicker(drainLeaseTTL / 3)
+	defer t.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := s.write.ExecContext(ctx, `UPDATE mirror_drain_lock SET until = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?)
+WHERE name = ? AND owner = ?`, modifier(drainLeaseTTL), drainLeaseName, owner)
+		if err == nil {
+			if n, _ := res.RowsAffected(); n == 0 {
+				lost()
+				return
+			}
+			lastOK = time.Now()
+		} else if time.Since(lastOK) >= 2*drainLeaseTTL/3 {
+			lost()
+			return
+		}
+	}
+}
+
+// releaseDrainLease frees owner's lease (best effort: it expires anyway).
+func (s *Store) releaseDrainLease(ctx context.Context, owner string) {
+	_, _ = s.write.ExecContext(ctx, `DELETE FROM mirror_drain_lock WHERE name = ? AND owner = ?`, drainLeaseName, owner)
 }
 
 // PruneOutbox implements state.Outbox.
