@@ -141,6 +141,10 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	if err := f.warm.resolve(cmd); err != nil {
 		return err
 	}
+	keys, err := wakeKeysEnv()
+	if err != nil {
+		return err
+	}
 	g.leaseTTL = f.leaseTTL
 	g.mirror = f.warm.enabled()
 	store, err := g.openStore(ctx)
@@ -166,7 +170,7 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	cfg.LeaseTTL, cfg.Heartbeat, cfg.PollInterval, cfg.Concurrency = f.leaseTTL, f.heartbeat, f.poll, f.concurrency
 	cfg.SweepInterval = f.sweepEvery
 	cfg.WaitMaintenance = f.waits
-	cfg.WakeKeys = os.Getenv(envWakeKeys)
+	cfg.WakeKeys = keys
 	srv, err := f.warm.bind()
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -34,7 +35,8 @@ func run() (code int) {
 			}
 			return ee.code
 		}
-		fmt.Fprintln(os.Stderr, "starflow: "+oneLine(err.Error()))
+		// Library errors may carry their own "starflow: " prefix.
+		fmt.Fprintln(os.Stderr, "starflow: "+strings.TrimPrefix(oneLine(err.Error()), "starflow: "))
 		return 1
 	}
 	return 0

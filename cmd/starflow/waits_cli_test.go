@@ -31,3 +31,29 @@ func TestCLIWaitCommandsRefuseBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIBadWakeKeys: a malformed STARFLOW_WAKE_KEYS is named once, with
+// the entry that is wrong, by every command that reads it — no doubled
+// "starflow: " prefix and no Go field name.
+func TestCLIBadWakeKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "wf.yaml", "name: q\nsteps:\n  - id: a\n    context_set: {x: 1}\n")
+	if r := starflowCmd(t, dir, nil, "migrate", "--db", "k.db"); r.code != 0 {
+		t.Fatalf("migrate: %s", r.stderr)
+	}
+	env := []string{"STARFLOW_WAKE_KEYS=k1:short"}
+	for _, args := range [][]string{
+		{"wake", "tok", "--db", "k.db"},
+		{"signal", "run", "go", "--db", "k.db"},
+		{"run", "wf.yaml", "--db", "k.db"},
+		{"worker", "--db", "k.db"},
+		{"dev", "--db", "k.db", "--addr", "127.0.0.1:0"},
+	} {
+		r := starflowCmd(t, dir, env, args...)
+		want := "starflow: STARFLOW_WAKE_KEYS entry 1 (key \"k1\"): the secret is"
+		if r.code != 1 || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "starflow: ") != 1 || strings.Contains(r.stderr, "Config.") {
+			t.Errorf("starflow %s: exit %d, stderr %q; want exit 1 and %q…", strings.Join(args, " "), r.code, r.stderr, want)
+		}
+	}
+}

@@ -120,7 +120,8 @@ func TestCLIWakeByToken(t *testing.T) {
 		t.Fatalf("wake: exit %d\n%s%s", ok.code, ok.stdout, ok.stderr)
 	}
 	again := starflowCmd(t, dir, []string{keys}, "wake", tok, "--db", "w.db", "--payload", `{}`)
-	if again.code != exitWaitClosed || !strings.Contains(again.stderr, "wait closed or token expired") {
+	if again.code != exitWaitClosed || !strings.HasPrefix(again.stderr, "starflow: wait closed or token expired: the wait was already woken") ||
+		strings.Count(again.stderr, "\n") != 1 || strings.Contains(again.stderr, "store:") || strings.Contains(again.stderr, "(410)") {
 		t.Fatalf("second wake: exit %d %q; want %d, wait closed", again.code, again.stderr, exitWaitClosed)
 	}
 	deadline := time.Now().Add(60 * time.Second)

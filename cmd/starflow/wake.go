@@ -9,12 +9,26 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/starflowtype"
 )
 
 // envWakeKeys is the wake-token key ring variable ("kid:base64secret,…";
 // the first signs, all verify). Unset: the keys stored in the store.
 const envWakeKeys = "STARFLOW_WAKE_KEYS"
+
+// wakeKeysEnv is STARFLOW_WAKE_KEYS, checked: an error names the variable
+// and the entry that is wrong ("" when unset: the store's keys).
+func wakeKeysEnv() (string, error) {
+	v := os.Getenv(envWakeKeys)
+	if v == "" {
+		return "", nil
+	}
+	if _, err := waketoken.ParseKeys(v); err != nil {
+		return "", err
+	}
+	return v, nil
+}
 
 // Exit codes of `starflow wake` (the HTTP API answers 401 and 410).
 const (
@@ -26,11 +40,15 @@ const (
 // engineForWaits opens the existing store and an engine without a runner
 // whose wake keys come from STARFLOW_WAKE_KEYS or the store.
 func (g *globalFlags) engineForWaits(cmd *cobra.Command) (*starflow.Engine, func(), error) {
+	keys, err := wakeKeysEnv()
+	if err != nil {
+		return nil, nil, err
+	}
 	store, err := g.openExistingStore(cmd.Context())
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), NoRunner: true, WakeKeys: os.Getenv(envWakeKeys)})
+	eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), NoRunner: true, WakeKeys: keys})
 	if err != nil {
 		store.Close()
 		return nil, nil, err
@@ -50,8 +68,8 @@ The token is verified with the keys in ` + envWakeKeys + ` (the same ring the ru
 sign with), or else with the keys stored in the store.
 
 Exit status: 0 woken; ` + fmt.Sprint(exitBadPayload) + ` the payload is not JSON; ` + fmt.Sprint(exitTokenInvalid) + ` the token is invalid (forged, malformed,
-signed by an unknown key, or no wait of this store has it; HTTP 401); ` + fmt.Sprint(exitWaitClosed) + ` the wait is
-closed or the token expired (already used, woken, timed out or cancelled; HTTP 410).
+signed by an unknown key, or no wait of this store has it); ` + fmt.Sprint(exitWaitClosed) + ` the wait is
+closed or the token expired (already used, woken, timed out or cancelled).
 Nothing changes unless the exit status is 0.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -68,11 +86,12 @@ Nothing changes unless the exit status is 0.`,
 			w, err := eng.Wake(cmd.Context(), token, body)
 			switch {
 			case errors.Is(err, starflowtype.ErrTokenInvalid):
-				return &exitError{code: exitTokenInvalid, msg: "token invalid (401): " + oneLine(err.Error())}
+				return &exitError{code: exitTokenInvalid, msg: "token invalid: it is malformed, altered, or signed by a key that neither " +
+					envWakeKeys + " nor this store holds"}
 			case errors.Is(err, starflowtype.ErrNotFound):
-				return &exitError{code: exitTokenInvalid, msg: "token invalid (401): no wait in this store has this token (" + oneLine(err.Error()) + ")"}
+				return &exitError{code: exitTokenInvalid, msg: "token invalid: no wait in this store has this token (is --db or --store the store of the run that sent it?)"}
 			case errors.Is(err, starflowtype.ErrWaitClosed):
-				return &exitError{code: exitWaitClosed, msg: "wait closed or token expired (410): " + oneLine(err.Error())}
+				return &exitError{code: exitWaitClosed, msg: "wait closed or token expired: the wait was already woken (a token works once), timed out or cancelled, or the token is past its expiry; nothing changed"}
 			case err != nil:
 				return err
 			}
