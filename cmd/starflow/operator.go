@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
 )
 
 // operatorCmds are `runs resume|retrigger|cancel`.
@@ -26,6 +28,9 @@ func operatorCmds(g *globalFlags) []*cobra.Command {
 		}
 		r, err := fn(eng)
 		if err != nil {
+			if perr := pausedRefusal(cmd, g, store, cmd.Name(), err); perr != nil {
+				return perr
+			}
 			return operatorError(err)
 		}
 		fmt.Printf("run %s %s (attempt %d)\n", r.ID, describe(r), r.Attempt)
@@ -69,6 +74,28 @@ only when every step it completed exists there with the same kind. A worker exec
 		},
 	}
 	return []*cobra.Command{resume, retrigger, cancel}
+}
+
+// pausedRefusal is the answer of `runs resume|retrigger` to a run that
+// is paused at a durable wait (the store refuses to re-queue it, nothing
+// changed): where it waits and how to wake or cancel it, exit 1. nil when
+// the refused action had another cause, or for cancel.
+func pausedRefusal(cmd *cobra.Command, g *globalFlags, store state.Adapter, action string, err error) error {
+	if action == "cancel" || errors.Is(err, starflowtype.ErrNotFound) {
+		return nil
+	}
+	ctx := context.WithoutCancel(cmd.Context())
+	r, gerr := store.GetRun(ctx, &state.GetRunParams{ID: cmd.Flags().Arg(0)})
+	if gerr != nil || r.Status != starflowtype.RunPaused {
+		return nil
+	}
+	waits, _ := pendingWaits(ctx, store, r.ID)
+	how := "wake it with starflow signal or starflow wake"
+	if len(waits) > 0 {
+		how = wakeHow(r.ID, waits[0], g.storeArg())
+	}
+	return &exitError{code: 1, msg: fmt.Sprintf("run %s is %s, so it cannot be %s (only a stopped run can); %s, or cancel it: starflow runs cancel %s%s",
+		r.ID, pausedAt(waits), map[string]string{"resume": "resumed", "retrigger": "retriggered"}[action], how, r.ID, g.storeArg())}
 }
 
 func describe(r *starflowtype.Run) string {

@@ -33,6 +33,9 @@ type progress struct {
 	// is registered just after the pause commits).
 	paused bool
 	shown  map[string]bool // wait ids printed
+	// waitShown: a wait line was printed since the last run_paused (a
+	// wait woken before the poll saw it prints neither it nor "resumed").
+	waitShown bool
 	// storeArg is appended to the wake commands printed (" --db x.db").
 	storeArg string
 }
@@ -102,6 +105,7 @@ func (p *progress) showWaits(ctx context.Context) {
 			continue
 		}
 		p.shown[w.ID] = true
+		p.waitShown = true
 		p.line(fmt.Sprintf("  ⏸ %-24s %-9s waiting for %s\n    %s", stepLabel(w), "paused", waitsFor(w), wakeHow(p.runID, w, p.storeArg)))
 		if p.bar != nil {
 			p.bar.Describe("paused at " + stepLabel(w))
@@ -144,9 +148,9 @@ func (p *progress) show(ctx context.Context, ev *starflowtype.Event) {
 			_ = p.bar.Add(1)
 		}
 	case starflowtype.EventRunPaused:
-		p.paused = true
+		p.paused, p.waitShown = true, false
 	case starflowtype.EventRunResumed:
-		if p.paused {
+		if p.paused && p.waitShown {
 			p.line("  ⏵ resumed")
 		}
 		p.paused = false

@@ -81,6 +81,19 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 					{"phase", r.Phase}, {"dead_lettered", fmt.Sprint(r.DeadLettered)},
 					{"input", string(r.Input)}, {"output", string(r.Output)}, {"error", r.Error},
 				}
+				if r.Status == starflowtype.RunPaused {
+					// What it waits for, after claim_state.
+					waits, err := pendingWaits(ctx, store, r.ID)
+					if err != nil {
+						return err
+					}
+					var extra [][2]string
+					for _, w := range waits {
+						extra = append(extra, [2]string{"waiting", fmt.Sprintf("step %s: %s, since %s",
+							stepLabel(w), waitsFor(w), fmtTime(w.CreatedAt))})
+					}
+					rows = append(rows[:5], append(extra, rows[5:]...)...)
+				}
 				for _, kv := range rows {
 					if kv[1] != "" {
 						tw.row(kv[0]+":", kv[1])
