@@ -44,8 +44,9 @@ import (
 // (and the parent re-queued when parked), or else an inbox row (run_id
 // parent, signal starflowtype.ChildSignal, correlation_key child id) is
 // written. CancelRun also cancels the run's non-terminal children
-// (recursively). The sweep cancels the pending waits of the attempt it
-// interrupts.
+// (recursively), and so do OnRunCancelled and ParkRun's cancel (a child
+// enqueued after CancelRun set cancel_requested). The sweep cancels the
+// pending waits of the attempt it interrupts.
 //
 // Details every adapter implements the same way (state/statetest checks
 // them):
@@ -79,8 +80,13 @@ import (
 //     event's payload is WakePayload (wait_id, kind, status, via, signal),
 //     not the wake payload.
 //   - A child's end is delivered only to a parent that exists and has not
-//     ended (a parent that ended waits for nothing; its resume is a new
-//     attempt with new children).
+//     ended (a parent that ended waits for nothing). A child is started
+//     once per step instance across the parent's attempts (the engine
+//     derives its id without the attempt), so a later attempt's child wait
+//     may name a child that ended long ago: RegisterWait of a child wait
+//     that consumes no inbox entry completes it from the child's row
+//     (ChildPayload of its status, output and error, via "child") when that
+//     run is a child of this run and has ended.
 //   - An attempt that ends while the run goes on (the sweep, OnRunError
 //     re-queueing or holding for an operator) gives the wakes it received
 //     but never resumed (a woken wait whose step row is still waiting) back
@@ -102,7 +108,10 @@ type Waiter interface {
 	// + recordPhaseIfChanged, one transaction, fenced): status paused,
 	// workflow_steps row (StepKey) status waiting, checkpoint_json =
 	// Snapshot, phase = Phase (a phase event when it changed), run_paused
-	// event with {scope_path, step_id, kind}.
+	// event with {scope_path, step_id, kind}. When an operator asked to
+	// cancel the run it writes nothing and returns
+	// starflowtype.ErrCancelRequested, as OnNodeStart does: a run being
+	// cancelled enters no wait and starts no child.
 	OnRunPaused(ctx context.Context, p *RunPausedParams) error
 	// RegisterWait is commit boundary 2 (fenced). It inserts the pending
 	// workflow_waits row for the step instance, or returns the existing

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,8 +33,10 @@ import (
 //     writes status paused, the step row waiting, the full masked context
 //     as checkpoint_json, and run_paused;
 //  2. for workflow_call, the child run is enqueued (its id derived from the
-//     parent's run, attempt, scope and step, so a re-entered wait never
-//     starts two children);
+//     parent's run, scope and step, not the attempt: a re-entered wait or a
+//     later attempt re-attaches to the child already started and never
+//     starts a second one; its end reaches the new wait through the inbox,
+//     or RegisterWait reads it from the child's row);
 //  3. RegisterWait writes the wait row, with the token hash, in the same
 //     transaction consuming a matching early wake from the inbox;
 //  4. only then is the token delivered (notify);
@@ -433,8 +434,10 @@ func (rs *runState) renderTime(ctx context.Context, f *frame, what string, v any
 	return time.Time{}, step.Permanent(fmt.Errorf("%s %q is not an RFC 3339 timestamp", what, str))
 }
 
-// childNamespace makes child run ids: uuid v5 of (parent, attempt, scope,
-// step), so re-entering the same wait names the same child.
+// childNamespace makes child run ids: uuid v5 of (parent, scope, step),
+// so re-entering the same wait, in this attempt or a later one, names the
+// same child (a workflow_call starts its child once per step instance, as
+// a service_call's Idempotency-Key is the same across attempts).
 var childNamespace = uuid.MustParse("6f1c1d5e-8a43-4c4e-9a59-3f2b7d0c5e11")
 
 // childParams resolves a workflow_call: the child's definition (by name,
@@ -473,13 +476,28 @@ func (rs *runState) childParams(ctx context.Context, f *frame, s *workflow.Step)
 	if err != nil {
 		return nil, err
 	}
-	name := rs.run.ID + "/" + strconv.Itoa(rs.run.Attempt) + "/" + f.scope + "/" + s.ID
+	name := childName(rs.run.ID, f.scope, s.ID)
 	return &state.EnqueueRunParams{
-		ID: uuid.NewSHA1(childNamespace, []byte(name)).String(), WorkspaceID: rs.run.WorkspaceID, Env: rs.run.Env,
+		ID: ChildRunID(rs.run.ID, f.scope, s.ID), WorkspaceID: rs.run.WorkspaceID, Env: rs.run.Env,
 		DefinitionID: row.ID, WorkflowName: row.Name, WorkflowRevision: row.Revision, RunnerPool: def.RunnerPool,
 		MaxAttempts: def.MaxAttempts, RecoveryMode: starflowtype.RecoveryMode(def.RecoveryMode),
 		TriggerType: starflowtype.TriggerChild, ParentRunID: rs.run.ID, IdempotencyKey: "starflow-child/" + name, Input: raw,
 	}, nil
+}
+
+// childName identifies the child of a workflow_call step instance:
+// "<parent run>/<scope path>/<step id>", the same in every attempt. The
+// child's id is its uuid v5 (childNamespace) and its idempotency key
+// "starflow-child/" + childName.
+func childName(parentRunID, scope, stepID string) string {
+	return parentRunID + "/" + scope + "/" + stepID
+}
+
+// ChildRunID is the id of the child run that the workflow_call step stepID
+// (in scope path scope) of run parentRunID starts: the same for every
+// attempt of the parent.
+func ChildRunID(parentRunID, scope, stepID string) string {
+	return uuid.NewSHA1(childNamespace, []byte(childName(parentRunID, scope, stepID))).String()
 }
 
 func revNote(rev string) string {
@@ -489,9 +507,12 @@ func revNote(rev string) string {
 	return " at revision " + shortRevision(rev)
 }
 
-// enqueueChild inserts the child run once: the idempotency key returns the
-// first run to a repeat, and the derived id finds it when the receipt has
-// expired.
+// enqueueChild inserts the child run once per step instance: the
+// idempotency key returns the first run to a repeat (a re-entered wait, a
+// later attempt), and the derived id finds it when the receipt has
+// expired (the insert is then refused as a duplicate). The child returned
+// may have ended already: RegisterWait then completes the wait from its
+// end.
 func (rs *runState) enqueueChild(ctx context.Context, p *state.EnqueueRunParams) (*starflowtype.Run, error) {
 	run, err := rs.e.cfg.Store.EnqueueRun(ctx, p)
 	if errors.Is(err, starflowtype.ErrConflict) {

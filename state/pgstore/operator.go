@@ -28,7 +28,10 @@ func (s *Store) OnRunCancelled(ctx context.Context, p *state.RunCancelledParams)
 		if err := t.event(ctx, m, p.RunID, 0, starflowtype.EventRunCancelled, "", "", nil); err != nil {
 			return err
 		}
-		return s.endRun(ctx, t, p.RunID)
+		if err := s.endRun(ctx, t, p.RunID); err != nil {
+			return err
+		}
+		return s.cancelChildren(ctx, t, p.RunID, 0) // started after CancelRun cascaded
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: run cancelled: %w", err)

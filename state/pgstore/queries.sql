@@ -614,6 +614,14 @@ SELECT coalesce(parent_run_id::text, ''), status, coalesce(output_json::text, 'n
        coalesce(error, ''), workspace_id
   FROM workflow_runs WHERE id = $1;
 
+-- name: child_end
+-- A child run's end, read when its parent's child wait registers and no
+-- inbox entry holds it: the end went to an earlier attempt's wait, or to
+-- no one (the parent had ended). Only a child of that parent that ended.
+SELECT status, coalesce(output_json::text, 'null'), coalesce(error, '')
+  FROM workflow_runs
+ WHERE id = $1 AND parent_run_id = $2 AND status IN ('succeeded', 'failed', 'cancelled');
+
 -- name: children
 SELECT id::text FROM workflow_runs
  WHERE parent_run_id = $1 AND status NOT IN ('succeeded', 'failed', 'cancelled')

@@ -52,6 +52,11 @@ func (s *Store) OnRunPaused(ctx context.Context, p *state.RunPausedParams) error
 		if err != nil {
 			return err
 		}
+		if m.cancel {
+			// As OnNodeStart: a run being cancelled enters no wait (and
+			// so a workflow_call starts no child for it).
+			return fmt.Errorf("run %s: %w", p.RunID, starflowtype.ErrCancelRequested)
+		}
 		if _, err := t.exec(ctx, q("run_paused"), nullJSON(p.Snapshot), p.RunID); err != nil {
 			return err
 		}
@@ -125,15 +130,20 @@ func (s *Store) RegisterWait(ctx context.Context, p *state.RegisterWaitParams) (
 		if p.Kind != starflowtype.WaitTimer {
 			var inboxID, payload string
 			err := t.tx.QueryRow(ctx, q("inbox_match"), p.RunID, m.workspace, signal, p.CorrelationKey).Scan(&inboxID, &payload)
+			w := &starflowtype.Wait{ID: id, RunID: p.RunID, Kind: p.Kind, Signal: signal, StepID: p.StepID, ScopePath: p.ScopePath, Attempt: p.Attempt}
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
+				if p.Kind == starflowtype.WaitChild {
+					if err := s.wakeFromChildEnd(ctx, t, w, p.CorrelationKey); err != nil {
+						return err
+					}
+				}
 			case err != nil:
 				return translate(err)
 			default:
 				if err := t.mustAffect(ctx, q("inbox_consume"), inboxID); err != nil {
 					return fmt.Errorf("consume inbox entry %s: %w", inboxID, err)
 				}
-				w := &starflowtype.Wait{ID: id, RunID: p.RunID, Kind: p.Kind, Signal: signal, StepID: p.StepID, ScopePath: p.ScopePath, Attempt: p.Attempt}
 				if err := s.wake(ctx, t, w, starflowtype.WaitWoken, json.RawMessage(payload), "inbox", false); err != nil {
 					return err
 				}
@@ -151,7 +161,9 @@ func (s *Store) RegisterWait(ctx context.Context, p *state.RegisterWaitParams) (
 // ParkRun implements state.Waiter (commit boundary 3). A run queued at
 // once has its pool notified on Channel.
 func (s *Store) ParkRun(ctx context.Context, p *state.ParkRunParams) (*starflowtype.Run, error) {
-	run, err := s.inTx(ctx, "ParkRun", p.RunID, true, func(t *txn) error {
+	// inTxRetry: a cancel at park locks the run's parent (endRun) and its
+	// children (cancelParked), which a child's end locks the other way.
+	run, err := s.inTxRetry(ctx, "ParkRun", p.RunID, true, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
 			return err
@@ -713,6 +725,30 @@ func (s *Store) endAttempt(ctx context.Context, t *txn, runID string, attempt in
 	return t.cancelWaits(ctx, q("cancel_attempt_waits"), runID, attempt)
 }
 
+// wakeFromChildEnd wakes child wait w (just inserted, nothing in the
+// inbox for it) from its child's stored row when that child of w's run
+// has already ended: a later attempt re-attaching to the child its
+// earlier attempt started (the child id does not depend on the attempt)
+// finds the end even when it was delivered to that attempt's wait and
+// resumed, or to no one. A child still running is left to deliver its
+// end itself: it locks this (parent) run, which RegisterWait holds, so
+// it sees the wait once this transaction commits.
+func (s *Store) wakeFromChildEnd(ctx context.Context, t *txn, w *starflowtype.Wait, child string) error {
+	if !isUUID(child) {
+		return nil // no run has that id
+	}
+	var status, output, errText string
+	err := t.tx.QueryRow(ctx, q("child_end"), child, w.RunID).Scan(&status, &output, &errText)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return translate(err)
+	}
+	payload := state.ChildPayload(child, status, json.RawMessage(output), errText)
+	return s.wake(ctx, t, w, starflowtype.WaitWoken, payload, "child", false)
+}
+
 // cancelTree cancels run id (as CancelRun does) and then its non-terminal
 // children, recursively, each locked as it is reached. top: the run the
 // operator named (a terminal one is ErrConflict); children that ended
@@ -754,6 +790,14 @@ func (s *Store) cancelTree(ctx context.Context, t *txn, workspace, id string, to
 			return err
 		}
 	}
+	return s.cancelChildren(ctx, t, id, depth)
+}
+
+// cancelChildren cancels the non-terminal children of run id (at depth
+// of the cascade) as cancelTree does, recursively, each locked as it is
+// reached, and lists them in the Change's Runs. Callers run in
+// inTxRetry: the parent is locked before its children.
+func (s *Store) cancelChildren(ctx context.Context, t *txn, id string, depth int) error {
 	rows, err := t.tx.Query(ctx, q("children"), id)
 	if err != nil {
 		return translate(err)
@@ -774,7 +818,8 @@ func (s *Store) cancelTree(ctx context.Context, t *txn, workspace, id string, to
 }
 
 // cancelParked ends run id, just parked with cancel_requested, as an
-// immediate cancel does.
+// immediate cancel does, children included: a workflow_call may have
+// started its child after CancelRun cascaded.
 func (s *Store) cancelParked(ctx context.Context, t *txn, id string) error {
 	m, _, _, _, err := t.runState(ctx, "", id)
 	if err != nil {
@@ -790,7 +835,10 @@ func (s *Store) cancelParked(ctx context.Context, t *txn, id string) error {
 	if err := t.event(ctx, m, id, 0, starflowtype.EventRunCancelled, "", "", payload); err != nil {
 		return err
 	}
-	return s.endRun(ctx, t, id)
+	if err := s.endRun(ctx, t, id); err != nil {
+		return err
+	}
+	return s.cancelChildren(ctx, t, id, 0)
 }
 
 func scanWait(sc scanner) (*starflowtype.Wait, error) {

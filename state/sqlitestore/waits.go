@@ -29,6 +29,11 @@ func (s *Store) OnRunPaused(ctx context.Context, p *state.RunPausedParams) error
 		if err != nil {
 			return err
 		}
+		if m.cancel {
+			// As OnNodeStart: a run being cancelled enters no wait (and
+			// so a workflow_call starts no child for it).
+			return fmt.Errorf("run %s: %w", p.RunID, starflowtype.ErrCancelRequested)
+		}
 		if _, err := t.exec(ctx, "run_paused", nullJSON(p.Snapshot), p.RunID); err != nil {
 			return translate(err)
 		}
@@ -92,15 +97,20 @@ func (s *Store) RegisterWait(ctx context.Context, p *state.RegisterWaitParams) (
 		if p.Kind != starflowtype.WaitTimer {
 			var inboxID, payload string
 			err := t.queryRow(ctx, "inbox_match", p.RunID, m.workspace, signal, p.CorrelationKey).Scan(&inboxID, &payload)
+			w := &starflowtype.Wait{ID: id, RunID: p.RunID, Kind: p.Kind, Signal: signal, StepID: p.StepID, ScopePath: p.ScopePath, Attempt: p.Attempt}
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
+				if p.Kind == starflowtype.WaitChild {
+					if err := s.wakeFromChildEnd(ctx, t, w, p.CorrelationKey); err != nil {
+						return err
+					}
+				}
 			case err != nil:
 				return translate(err)
 			default:
 				if err := mustAffect(t.exec(ctx, "inbox_consume", inboxID)); err != nil {
 					return fmt.Errorf("consume inbox entry %s: %w", inboxID, err)
 				}
-				w := &starflowtype.Wait{ID: id, RunID: p.RunID, Kind: p.Kind, Signal: signal, StepID: p.StepID, ScopePath: p.ScopePath, Attempt: p.Attempt}
 				if err := s.wake(ctx, t, w, starflowtype.WaitWoken, json.RawMessage(payload), "inbox", false); err != nil {
 					return err
 				}
@@ -516,6 +526,26 @@ func (s *Store) wake(ctx context.Context, t *txn, w *starflowtype.Wait, status s
 	return nil
 }
 
+// wakeFromChildEnd wakes child wait w (just inserted, nothing in the
+// inbox for it) from its child's stored row when that child of w's run
+// has already ended: a later attempt re-attaching to the child its
+// earlier attempt started (the child id does not depend on the attempt)
+// finds the end even when it was delivered to that attempt's wait and
+// resumed, or to no one. A child still running is left to deliver its
+// end itself.
+func (s *Store) wakeFromChildEnd(ctx context.Context, t *txn, w *starflowtype.Wait, child string) error {
+	var status, output, errText string
+	err := t.queryRow(ctx, "child_end", child, w.RunID).Scan(&status, &output, &errText)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return translate(err)
+	}
+	payload := state.ChildPayload(child, status, json.RawMessage(output), errText)
+	return s.wake(ctx, t, w, starflowtype.WaitWoken, payload, "child", false)
+}
+
 // waitChanged reads wait id back into the Change and returns it.
 func (t *txn) waitChanged(ctx context.Context, id string) (*starflowtype.Wait, error) {
 	w, err := scanWait(t.queryRow(ctx, "get_wait", id))
@@ -713,6 +743,13 @@ func (s *Store) cancelTree(ctx context.Context, t *txn, workspace, id string, to
 			return err
 		}
 	}
+	return s.cancelChildren(ctx, t, id, depth)
+}
+
+// cancelChildren cancels the non-terminal children of run id (at depth
+// of the cascade) as cancelTree does, recursively, and lists them in the
+// Change's Runs.
+func (s *Store) cancelChildren(ctx context.Context, t *txn, id string, depth int) error {
 	children, err := t.children(ctx, id)
 	if err != nil {
 		return err
@@ -729,7 +766,8 @@ func (s *Store) cancelTree(ctx context.Context, t *txn, workspace, id string, to
 }
 
 // cancelParked ends run id, just parked with cancel_requested, as an
-// immediate cancel does.
+// immediate cancel does, children included: a workflow_call may have
+// started its child after CancelRun cascaded.
 func (s *Store) cancelParked(ctx context.Context, t *txn, id string) error {
 	m, _, _, err := t.runState(ctx, "", id)
 	if err != nil {
@@ -745,7 +783,10 @@ func (s *Store) cancelParked(ctx context.Context, t *txn, id string) error {
 	if err := t.event(ctx, m, id, 0, starflowtype.EventRunCancelled, "", "", payload); err != nil {
 		return err
 	}
-	return s.endRun(ctx, t, id)
+	if err := s.endRun(ctx, t, id); err != nil {
+		return err
+	}
+	return s.cancelChildren(ctx, t, id, 0)
 }
 
 // children lists run id's non-terminal child runs.

@@ -745,6 +745,150 @@ func (s *suite) testWaits(t *testing.T) {
 		wantErrIs(t, "running child's next step", err, starflowtype.ErrCancelRequested)
 	})
 
+	t.Run("PauseRefusedAfterCancelRequest", func(t *testing.T) {
+		t.Parallel()
+		h := s.durableWaits(t)
+		run, l := h.startOwn(runnerA)
+		k := stepKey(run, "", "call")
+		h.nodeStart(k, l, 1)
+		// The cancel lands after node_start, before the pause: the run
+		// enters no wait (a workflow_call starts no child for it).
+		if c, err := h.a.CancelRun(h.ctx(), &state.CancelRunParams{RunID: run.ID}); err != nil || !c.CancelRequested {
+			t.Fatalf("CancelRun = %+v, %v; want a request", c, err)
+		}
+		before := h.snapshot(run.ID)
+		err := h.a.OnRunPaused(h.ctx(), &state.RunPausedParams{StepKey: k, Lease: l, Kind: "workflow_call", Snapshot: json.RawMessage(`{}`)})
+		wantErrIs(t, "OnRunPaused after a cancel request", err, starflowtype.ErrCancelRequested)
+		sameSnapshot(t, "refused OnRunPaused", before, h.snapshot(run.ID))
+	})
+
+	t.Run("CancelAtParkCascades", func(t *testing.T) {
+		t.Parallel()
+		h := s.durableWaits(t)
+		parent, pl := h.startOwn(runnerA)
+		k := stepKey(parent, "", "call")
+		h.pause(k, pl)
+		// The cancel is a request (the run is held) and finds no child yet.
+		if c, err := h.a.CancelRun(h.ctx(), &state.CancelRunParams{RunID: parent.ID}); err != nil || !c.CancelRequested {
+			t.Fatalf("CancelRun = %+v, %v; want a request", c, err)
+		}
+		// The workflow_call's child starts after it (with a child of its
+		// own), and another child is already running.
+		child := h.enqueue(&state.EnqueueRunParams{ParentRunID: parent.ID, TriggerType: starflowtype.TriggerChild})
+		grandchild := h.enqueue(&state.EnqueueRunParams{ParentRunID: child.ID, TriggerType: starflowtype.TriggerChild})
+		running := h.enqueue(&state.EnqueueRunParams{ParentRunID: parent.ID, TriggerType: starflowtype.TriggerChild})
+		h.claimStartOwn(running.ID, runnerB)
+		w := h.register(&state.RegisterWaitParams{StepKey: k, Lease: pl, Kind: starflowtype.WaitChild, CorrelationKey: child.ID})
+		r := h.park(parent.ID, pl)
+		equal(t, "ParkRun status", r.Status, starflowtype.RunCancelled)
+		h.wantWait(w.ID, starflowtype.WaitCancelled, "")
+		h.wantClaim(child.ID, starflowtype.RunCancelled, starflowtype.ClaimComplete)
+		h.wantClaim(grandchild.ID, starflowtype.RunCancelled, starflowtype.ClaimComplete)
+		if r := h.getRun(running.ID); r.Status != starflowtype.RunRunning || !r.CancelRequested {
+			t.Errorf("running child: %s cancel_requested=%v, want running with cancel requested", r.Status, r.CancelRequested)
+		}
+	})
+
+	t.Run("RunCancelledCascades", func(t *testing.T) {
+		t.Parallel()
+		h := s.durableWaits(t)
+		parent, pl := h.startOwn(runnerA)
+		if _, err := h.a.CancelRun(h.ctx(), &state.CancelRunParams{RunID: parent.ID}); err != nil {
+			t.Fatal(err)
+		}
+		// A child started after the request (another lane's workflow_call)
+		// is cancelled with the run when the runner ends it.
+		child := h.enqueue(&state.EnqueueRunParams{ParentRunID: parent.ID, TriggerType: starflowtype.TriggerChild})
+		if _, err := h.a.OnRunCancelled(h.ctx(), &state.RunCancelledParams{RunID: parent.ID, Lease: pl}); err != nil {
+			t.Fatalf("OnRunCancelled: %v", err)
+		}
+		h.wantClaim(parent.ID, starflowtype.RunCancelled, starflowtype.ClaimComplete)
+		h.wantClaim(child.ID, starflowtype.RunCancelled, starflowtype.ClaimComplete)
+	})
+
+	t.Run("ChildWakeHandedToNextAttempt", func(t *testing.T) {
+		t.Parallel()
+		h := s.durableWaits(t)
+		parent, pl := h.claimStartOwn(h.enqueue(&state.EnqueueRunParams{MaxAttempts: 3}).ID, runnerA)
+		child := h.enqueue(&state.EnqueueRunParams{ParentRunID: parent.ID, TriggerType: starflowtype.TriggerChild, MaxAttempts: 1})
+		_, cl := h.claimStartOwn(child.ID, runnerB)
+		k1 := stepKey(parent, "lane", "call")
+		h.pause(k1, pl)
+		w1 := h.register(&state.RegisterWaitParams{StepKey: k1, Lease: pl, Kind: starflowtype.WaitChild, CorrelationKey: child.ID})
+		if _, err := h.a.OnRunComplete(h.ctx(), &state.RunCompleteParams{RunID: child.ID, Lease: cl, Output: json.RawMessage(`{"total":3}`)}); err != nil {
+			t.Fatal(err)
+		}
+		h.wantWait(w1.ID, starflowtype.WaitWoken, "")
+		// The attempt fails (another lane) before resuming the wake.
+		if _, err := h.a.OnRunError(h.ctx(), &state.RunErrorParams{RunID: parent.ID, Lease: pl, Error: "lane b failed", Retry: true}); err != nil {
+			t.Fatal(err)
+		}
+		// The next attempt re-attaches to the same child: the end comes
+		// back from the inbox, once.
+		p2, pl2 := h.claimStartOwn(parent.ID, runnerA)
+		equal(t, "attempt", p2.Attempt, 2)
+		k2 := stepKey(p2, "lane", "call")
+		h.pause(k2, pl2)
+		w2 := h.register(&state.RegisterWaitParams{StepKey: k2, Lease: pl2, Kind: starflowtype.WaitChild, CorrelationKey: child.ID})
+		equal(t, "attempt 2's wait", w2.Status, starflowtype.WaitWoken)
+		p := jsonObject(t, w2.Payload)
+		equal(t, "payload run_id", p["run_id"], any(child.ID))
+		equal(t, "payload status", p["status"], any("succeeded"))
+		jsonEqual(t, "payload output", mustJSON(p["output"]), `{"total":3}`)
+		equal(t, "ParkRun", h.park(parent.ID, pl2).ClaimState, starflowtype.ClaimQueued)
+	})
+
+	t.Run("ChildEndFromItsRow", func(t *testing.T) {
+		t.Parallel()
+		h := s.durableWaits(t)
+		parent, pl := h.claimStartOwn(h.enqueue(&state.EnqueueRunParams{MaxAttempts: 1}).ID, runnerA)
+		ended := h.enqueue(&state.EnqueueRunParams{ParentRunID: parent.ID, TriggerType: starflowtype.TriggerChild, MaxAttempts: 1})
+		_, el := h.claimStartOwn(ended.ID, runnerB)
+		running := h.enqueue(&state.EnqueueRunParams{ParentRunID: parent.ID, TriggerType: starflowtype.TriggerChild})
+		other := h.enqueue(nil) // ended, but not this parent's child
+		_, ol := h.claimStartOwn(other.ID, runnerB)
+		if _, err := h.a.OnRunComplete(h.ctx(), &state.RunCompleteParams{RunID: other.ID, Lease: ol}); err != nil {
+			t.Fatal(err)
+		}
+		// The parent ends first: the child's end is delivered to no one.
+		if _, err := h.a.OnRunError(h.ctx(), &state.RunErrorParams{RunID: parent.ID, Lease: pl, Error: "boom"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.a.OnRunError(h.ctx(), &state.RunErrorParams{RunID: ended.ID, Lease: el, Error: "child boom"}); err != nil {
+			t.Fatal(err)
+		}
+		// An operator's new attempt re-attaches to the children: the ended
+		// one's wait completes from its row, with nothing in the inbox.
+		if _, err := h.a.RequeueRun(h.ctx(), &state.RequeueRunParams{RunID: parent.ID, Reason: "retrigger"}); err != nil {
+			t.Fatal(err)
+		}
+		p2, pl2 := h.claimStartOwn(parent.ID, runnerA)
+		k := stepKey(p2, "", "call")
+		h.pause(k, pl2)
+		w := h.register(&state.RegisterWaitParams{StepKey: k, Lease: pl2, Kind: starflowtype.WaitChild, CorrelationKey: ended.ID})
+		equal(t, "wait for the ended child", w.Status, starflowtype.WaitWoken)
+		p := jsonObject(t, w.Payload)
+		equal(t, "payload run_id", p["run_id"], any(ended.ID))
+		equal(t, "payload status", p["status"], any("failed"))
+		equal(t, "payload error", p["error"], any("child boom"))
+		if p["output"] != nil {
+			t.Errorf("payload output = %v, want null", p["output"])
+		}
+		evs := h.events(parent.ID)
+		last := evs[len(evs)-1]
+		equal(t, "last event", last.Type, starflowtype.EventWakeReceived)
+		equal(t, "wake_received via", payloadField(t, last, "via"), any("child"))
+		// A child still running, a run that is not a child of this one, and
+		// a key that names no run leave their waits pending.
+		for i, key := range []string{running.ID, other.ID, "not-a-run"} {
+			kk := stepKey(p2, "", fmt.Sprintf("call%d", i))
+			h.pause(kk, pl2)
+			pw := h.register(&state.RegisterWaitParams{StepKey: kk, Lease: pl2, Kind: starflowtype.WaitChild, CorrelationKey: key})
+			equal(t, "wait for "+key, pw.Status, starflowtype.WaitPending)
+		}
+		equal(t, "ParkRun", h.park(parent.ID, pl2).ClaimState, starflowtype.ClaimQueued)
+	})
+
 	t.Run("Sweep", func(t *testing.T) {
 		t.Parallel()
 		h := s.durableWaits(t)
