@@ -54,7 +54,8 @@ type Outbox interface {
 	// PruneOutbox deletes up to p.Limit rows applied more than p.OlderThan
 	// ago (database clock). Returns how many.
 	PruneOutbox(ctx context.Context, p *PruneOutboxParams) (int64, error)
-	// OutboxStats counts the unapplied rows by age (database clock).
+	// OutboxStats counts the unapplied rows by age (database clock); an
+	// adapter may estimate a large backlog (OutboxStats.Estimated).
 	OutboxStats(ctx context.Context, p *OutboxStatsParams) (*OutboxStats, error)
 	// MirrorRuns lists the runs the drift sweep checks with their cold
 	// version and unapplied row count: with p.RunIDs, exactly those that
@@ -93,6 +94,11 @@ type OutboxStats struct {
 	Buckets []int64
 	// OldestAge is the age of the oldest unapplied row (0 when none).
 	OldestAge time.Duration
+	// Estimated is set when Pending and Buckets are estimates: an adapter
+	// may bound the rows it counts (pgstore reads at most
+	// pgstore.OutboxStatsExact of them) and estimate a larger backlog.
+	// OldestAge is exact.
+	Estimated bool
 }
 
 // MirrorRunsParams selects the runs of a drift-sweep page.

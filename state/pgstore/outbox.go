@@ -21,8 +21,21 @@ const outboxLockClass = 0x6d697272
 // drainers share a backlog of many runs.
 const outboxRunsPerPass = 64
 
+// outboxCandidateWindow is the least number of the oldest unapplied rows
+// among whose runs a drain pass looks for runs to claim.
+const outboxCandidateWindow = 4 * outboxRunsPerPass
+
+// outboxCandidatesSQL lists the runs of the $1 oldest unapplied rows,
+// oldest first, at most $2: a walk of the partial index
+// mirror_outbox_unapplied bounded by $1, whatever the backlog.
+const outboxCandidatesSQL = `SELECT run_id FROM (
+SELECT id, run_id FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id LIMIT $1) AS oldest
+GROUP BY run_id ORDER BY min(id) LIMIT $2`
+
 // DrainOutbox implements state.Outbox. In one transaction it lists the
-// runs with unapplied rows, oldest first; claims up to 64 of them with
+// runs of the oldest unapplied rows (the first max(p.Limit, 256) of them
+// in id order, so a pass costs the same whatever the backlog), oldest
+// first; claims up to 64 of them with
 // pg_try_advisory_xact_lock (class "mirr", key hashtext(schema:run_id)),
 // skipping those another drainer holds; reads their unapplied rows in id
 // order; calls apply; marks the applied ids; commits, which releases the
@@ -41,8 +54,7 @@ func (s *Store) DrainOutbox(ctx context.Context, p *state.DrainOutboxParams, app
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	var candidates []string
-	rows, err := tx.Query(ctx, `SELECT run_id FROM mirror_outbox WHERE applied_at IS NULL
-GROUP BY run_id ORDER BY min(id) LIMIT $1`, 4*outboxRunsPerPass)
+	rows, err := tx.Query(ctx, outboxCandidatesSQL, max(limit, outboxCandidateWindow), 4*outboxRunsPerPass)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: drain outbox: runs: %w", translate(err))
 	}
@@ -115,38 +127,79 @@ AND applied_at < now() - make_interval(secs => $1) LIMIT $2)`, p.OlderThan.Secon
 	return tag.RowsAffected(), nil
 }
 
-// OutboxStats implements state.Outbox.
+// OutboxStatsExact is the number of unapplied rows OutboxStats reads:
+// up to it, the counts are exact; beyond, estimated (OutboxStats.Estimated).
+const OutboxStatsExact = 10000
+
+// OutboxStats implements state.Outbox with a bounded cost: it reads the
+// newest OutboxStatsExact unapplied rows and the oldest one, through the
+// partial index mirror_outbox_unapplied. When there are fewer, every count
+// is exact. Otherwise Pending is estimated from the id span of the
+// unapplied rows (an upper bound: rows applied out of order and ids lost
+// to rolled-back inserts count too), the rows beyond the ones read are
+// counted in the bucket of the oldest row's age, and Estimated is set;
+// OldestAge is exact either way.
 func (s *Store) OutboxStats(ctx context.Context, p *state.OutboxStatsParams) (*state.OutboxStats, error) {
+	query, args := outboxStatsQuery(p.Bounds)
+	var (
+		n, lowID, highID    int64
+		windowOld, firstAge float64
+		buckets             = make([]int64, len(p.Bounds)+1)
+	)
+	dest := []any{&n, &windowOld, &highID, &lowID, &firstAge}
+	for i := range buckets {
+		dest = append(dest, &buckets[i])
+	}
+	if err := s.pool.QueryRow(ctx, query, args...).Scan(dest...); err != nil {
+		return nil, fmt.Errorf("pgstore: outbox stats: %w", translate(err))
+	}
+	st := &state.OutboxStats{Pending: n}
+	oldest := max(windowOld, firstAge, 0)
+	if n >= OutboxStatsExact {
+		st.Estimated = true
+		st.Pending = max(n, highID-lowID+1)
+		i := 0
+		for i < len(p.Bounds) && oldest >= p.Bounds[i].Seconds() {
+			i++
+		}
+		buckets[i] += st.Pending - n
+	}
+	if len(p.Bounds) > 0 {
+		st.Buckets = buckets
+	}
+	st.OldestAge = time.Duration(oldest * float64(time.Second))
+	return st, nil
+}
+
+// outboxStatsQuery is OutboxStats' query for bounds: window count, the
+// window's oldest age, the highest unapplied id, the lowest and its age,
+// then the len(bounds)+1 bucket counts of the window.
+func outboxStatsQuery(bounds []time.Duration) (string, []any) {
 	var b strings.Builder
-	b.WriteString("SELECT count(*), coalesce(max(age), 0)::float8")
-	args := []any{}
+	args := []any{OutboxStatsExact}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	for i, bound := range p.Bounds {
+	b.WriteString(`WITH newest AS (
+SELECT id, extract(epoch FROM clock_timestamp() - created_at)::float8 AS age
+FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id DESC LIMIT $1),
+oldest AS (
+SELECT id, extract(epoch FROM clock_timestamp() - created_at)::float8 AS age
+FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id LIMIT 1)
+SELECT count(*), coalesce(max(newest.age), 0)::float8, coalesce(max(newest.id), 0),
+coalesce((SELECT id FROM oldest), 0), coalesce((SELECT age FROM oldest), 0)::float8`)
+	for i, bound := range bounds {
 		lo := "true"
 		if i > 0 {
-			lo = "age >= " + arg(p.Bounds[i-1].Seconds()) + "::float8"
+			lo = "age >= " + arg(bounds[i-1].Seconds()) + "::float8"
 		}
 		b.WriteString(", count(*) FILTER (WHERE " + lo + " AND age < " + arg(bound.Seconds()) + "::float8)")
 	}
-	if n := len(p.Bounds); n > 0 {
-		b.WriteString(", count(*) FILTER (WHERE age >= " + arg(p.Bounds[n-1].Seconds()) + "::float8)")
+	if n := len(bounds); n > 0 {
+		b.WriteString(", count(*) FILTER (WHERE age >= " + arg(bounds[n-1].Seconds()) + "::float8)")
+	} else {
+		b.WriteString(", count(*)")
 	}
-	b.WriteString(` FROM (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 AS age
-FROM mirror_outbox WHERE applied_at IS NULL) AS u`)
-	st := &state.OutboxStats{}
-	var oldest float64
-	dest := []any{&st.Pending, &oldest}
-	if len(p.Bounds) > 0 {
-		st.Buckets = make([]int64, len(p.Bounds)+1)
-		for i := range st.Buckets {
-			dest = append(dest, &st.Buckets[i])
-		}
-	}
-	if err := s.pool.QueryRow(ctx, b.String(), args...).Scan(dest...); err != nil {
-		return nil, fmt.Errorf("pgstore: outbox stats: %w", translate(err))
-	}
-	st.OldestAge = time.Duration(max(oldest, 0) * float64(time.Second))
-	return st, nil
+	b.WriteString(" FROM newest")
+	return b.String(), args
 }
 
 // MirrorRuns implements state.Outbox.
