@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/internal/engine"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/state/sqlitestore"
@@ -233,6 +234,32 @@ output: "${{ steps.call.output }}"
 	}
 	if n := countWakesVia(t, h.events(run.ID), 2, "child"); n != 1 {
 		t.Errorf("attempt 2 wake_received via child: %d, want 1 (from the child's stored end)", n)
+	}
+}
+
+// The child's id is taken but no idempotency receipt holds it (the
+// receipt expired): the insert is refused as a duplicate and the call
+// re-attaches to the run that has the id instead of failing.
+func TestWorkflowCallChildIDTakenWithoutReceipt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, starflow.Config{})
+	def := h.apply(childDefs)
+	h.apply(parentDef)
+	run := h.enqueue("parent", map[string]any{"n": 1}) // not claimed: the engine is not started
+	id := engine.ChildRunID(run.ID, "", "call")
+	pre, err := h.store.EnqueueRun(context.Background(), &state.EnqueueRunParams{ID: id, DefinitionID: def.ID,
+		WorkflowName: def.Name, WorkflowRevision: def.Revision, TriggerType: starflowtype.TriggerChild,
+		ParentRunID: run.ID, Input: json.RawMessage(`{"n":3}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	end := awaitEnd(t, h, run.ID)
+	if end.Status != starflowtype.RunSucceeded || string(end.Output) != "6" {
+		t.Fatalf("parent %s: %s %s (want the output of the child that had the id: 6)", end.Status, end.Output, end.Error)
+	}
+	if c := oneChild(t, h, run.ID); c.ID != pre.ID {
+		t.Fatalf("child %s, want %s", c.ID, pre.ID)
 	}
 }
 
