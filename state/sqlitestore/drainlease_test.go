@@ -270,3 +270,28 @@ func drainHelper(t *testing.T) {
 	}
 	t.Fatal("rows still pending after 60 s")
 }
+
+// TestDrainEmptyOutboxWritesNothing: a pass over an empty outbox (every
+// poll interval of every process) takes no lease: the writer connection
+// changes no row.
+func TestDrainEmptyOutboxWritesNothing(t *testing.T) {
+	s := openMigrated(t, filepath.Join(t.TempDir(), "db"))
+	changes := func() int64 {
+		var n int64
+		if err := s.write.QueryRow(`SELECT total_changes()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := changes()
+	n, err := s.DrainOutbox(context.Background(), &state.DrainOutboxParams{}, func(context.Context, []*state.OutboxRow) ([]int64, error) {
+		t.Error("apply called on an empty outbox")
+		return nil, nil
+	})
+	if n != 0 || err != nil {
+		t.Fatalf("DrainOutbox on an empty outbox = %d, %v", n, err)
+	}
+	if after := changes(); after != before {
+		t.Fatalf("a pass over an empty outbox changed %d rows", after-before)
+	}
+}

@@ -3,8 +3,10 @@ package sqlitestore
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -46,7 +48,8 @@ const (
 
 const sqliteNow = `strftime('%Y-%m-%dT%H:%M:%fZ','now')`
 
-// DrainOutbox implements state.Outbox. A pass first takes the drain lease
+// DrainOutbox implements state.Outbox. When rows are unapplied (an empty
+// outbox costs one read and no write), a pass first takes the drain lease
 // (a row of mirror_drain_lock, taken with one conditional upsert when it
 // is free, expired or already this Store's, on the database file's clock),
 // so that one pass runs at a time across every process and Store sharing
@@ -65,6 +68,14 @@ func (s *Store) DrainOutbox(ctx context.Context, p *state.DrainOutboxParams, app
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 
+	// Nothing to drain costs no write (a pass runs every poll interval).
+	var one int
+	switch err := s.read.QueryRowContext(ctx, `SELECT 1 FROM mirror_outbox WHERE applied_at IS NULL LIMIT 1`).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("sqlitestore: drain outbox: %w", err)
+	}
 	held, err := s.takeDrainLease(ctx, ds.owner)
 	if err != nil || !held {
 		return 0, err
