@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -109,13 +111,25 @@ func describe(r *starflowtype.Run) string {
 func operatorError(err error) error {
 	switch {
 	case errors.Is(err, starflowtype.ErrNotFound):
-		return fmt.Errorf("no such run in this store (%v)", err)
+		return fmt.Errorf("no such run in this store (%s)", plainError(err, starflowtype.ErrNotFound))
 	case errors.Is(err, starflowtype.ErrNoCheckpoint):
-		return &exitError{code: 1, msg: "no_checkpoint: " + oneLine(err.Error())}
+		return &exitError{code: 1, msg: "no_checkpoint: " + plainError(err, starflowtype.ErrNoCheckpoint)}
 	case errors.Is(err, starflowtype.ErrRevisionMismatch):
-		return &exitError{code: 1, msg: "revision_mismatch: " + oneLine(err.Error())}
+		return &exitError{code: 1, msg: "revision_mismatch: " + plainError(err, starflowtype.ErrRevisionMismatch)}
 	case errors.Is(err, starflowtype.ErrConflict):
-		return &exitError{code: 1, msg: oneLine(err.Error())}
+		return &exitError{code: 1, msg: plainError(err, starflowtype.ErrConflict)}
 	}
 	return err
+}
+
+// storePrefix is the "sqlitestore: requeue: " a store puts before its
+// errors.
+var storePrefix = regexp.MustCompile(`^(sqlitestore|pgstore): [a-z ]+: `)
+
+// plainError is err's text for people: on one line, without the store's
+// "sqlitestore: op: " prefix and the sentinel's ": conflict" suffix.
+func plainError(err, sentinel error) string {
+	s := oneLine(err.Error())
+	s = storePrefix.ReplaceAllString(s, "")
+	return strings.TrimSuffix(s, ": "+sentinel.Error())
 }

@@ -258,4 +258,11 @@ func TestCLIPausedRunGuidance(t *testing.T) {
 	if !strings.Contains(after.stdout, `"status": "paused"`) || !strings.Contains(after.stdout, `"attempt": 1,`) {
 		t.Fatalf("the refused actions changed the run:\n%s", after.stdout)
 	}
+	if r := starflowCmd(t, dir, nil, "runs", "cancel", runID, "--db", "g.db"); r.code != 0 || !strings.Contains(r.stdout, "is cancelled") {
+		t.Fatalf("cancel of the paused run: exit %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	again := starflowCmd(t, dir, nil, "runs", "cancel", runID, "--db", "g.db")
+	if again.code != 1 || again.stderr != "starflow: run "+runID+" already ended cancelled\n" {
+		t.Fatalf("cancel of a cancelled run: exit %d %q", again.code, again.stderr)
+	}
 }
