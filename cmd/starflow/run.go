@@ -49,6 +49,10 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 			if err != nil {
 				return err
 			}
+			keys, err := wakeKeysEnv()
+			if err != nil {
+				return err
+			}
 			store, err := g.openStore(ctx)
 			if err != nil {
 				return err
@@ -59,7 +63,7 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 			runID := uuid.NewString()
 			eng, err := starflow.New(starflow.Config{
 				Store: store, Logger: g.logger(os.Stderr), AllowEnv: allowEnv, StepTimeout: stepTimeout, OnlyRun: runID,
-				WakeKeys: os.Getenv(envWakeKeys),
+				WakeKeys: keys,
 			})
 			if err != nil {
 				return err
@@ -125,13 +129,17 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 					}
 				}
 			}
-			if waitErr != nil && last != nil && last.Status == starflowtype.RunPaused {
+			if waitErr != nil && last != nil && last.Status == starflowtype.RunPaused && last.ClaimState == starflowtype.ClaimParked {
 				p.finish(nil)
 				return pausedExit(context.WithoutCancel(ctx), store, g, last)
 			}
 			if waitErr != nil {
 				p.finish(nil)
-				fmt.Printf("run %s interrupted; its lease was released\n", run.ID)
+				if last != nil && last.Status == starflowtype.RunPaused { // woken, not claimed again yet
+					fmt.Printf("run %s interrupted; it was woken and is queued for a runner\n", run.ID)
+				} else {
+					fmt.Printf("run %s interrupted; its lease was released\n", run.ID)
+				}
 				return &exitError{code: 130, msg: fmt.Sprintf("interrupted; run %s will continue on the next runner: starflow worker --store %s (or starflow dev)", run.ID, redactURL(g.storeURL()))}
 			}
 			p.finish(final)
