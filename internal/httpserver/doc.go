@@ -1,7 +1,7 @@
 // Package httpserver is the HTTP listener of `starflow dev` and `starflow
 // server` (SPEC §9): GET /healthz (the health answer, JSON), GET /metrics
 // (Prometheus exposition), and the live views that read the warm tier
-// (GET /live/runs/{id}, GET /live/runners). Errors are RFC 9457 problem
+// (GET /live/runs/{id}, GET /live/runs/{id}/events, GET /live/runners). Errors are RFC 9457 problem
 // documents.
 //
 // The handler is a plain http.Handler over a Backend (implemented by

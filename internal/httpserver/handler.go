@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,9 @@ type Backend interface {
 	// LiveRun reads a run's warm entry (starflowtype.ErrNotFound when the
 	// warm tier has none; starflow.ErrNoWarm without a warm tier).
 	LiveRun(ctx context.Context, runID string) (*warm.RunEntry, error)
+	// LiveEvents reads a run's recent events (id > afterID, oldest first)
+	// from the warm tier's feed.
+	LiveEvents(ctx context.Context, runID string, afterID int64) ([]*warm.EventEntry, error)
 	// LiveProgress reads a run's latest step progress reports from warm.
 	LiveProgress(ctx context.Context, runID string) ([]*warm.Progress, error)
 	// LiveRunners lists the runners whose presence has not expired.
@@ -47,11 +51,20 @@ type Config struct {
 // TimeoutDefault bounds one health check or live read.
 const TimeoutDefault = 5 * time.Second
 
-// LiveRunView is the JSON body of GET /live/runs/{id}: the run's warm entry
-// and its latest progress reports.
+// LiveRunView is the JSON body of GET /live/runs/{id}: the run's warm entry,
+// its latest progress reports and its recent events (the warm feed, oldest
+// first).
 type LiveRunView struct {
-	Run      *warm.RunEntry   `json:"run"`
-	Progress []*warm.Progress `json:"progress"`
+	Run      *warm.RunEntry     `json:"run"`
+	Progress []*warm.Progress   `json:"progress"`
+	Events   []*warm.EventEntry `json:"events"`
+}
+
+// LiveEventsView is the JSON body of GET /live/runs/{id}/events: the run's
+// recent events with id > ?after (default 0), oldest first, from the warm
+// feed (a client tails by passing the last id it saw).
+type LiveEventsView struct {
+	Events []*warm.EventEntry `json:"events"`
 }
 
 // LiveRunnersView is the JSON body of GET /live/runners.
@@ -63,8 +76,9 @@ type LiveRunnersView struct {
 //
 //	GET /healthz          starflow.Health; 200 when the cold store answers, 503 when not
 //	GET /metrics          Prometheus text exposition
-//	GET /live/runs/{id}   LiveRunView from the warm tier (404 absent, 503 warm down or off)
-//	GET /live/runners     LiveRunnersView from the warm tier (503 warm down or off)
+//	GET /live/runs/{id}          LiveRunView from the warm tier (404 absent, 503 warm down or off)
+//	GET /live/runs/{id}/events   LiveEventsView, ?after=ID (400 bad after, 503 warm down or off)
+//	GET /live/runners            LiveRunnersView from the warm tier (503 warm down or off)
 func New(cfg Config) (http.Handler, error) {
 	if cfg.Backend == nil {
 		return nil, errors.New("httpserver: Config.Backend is required")
@@ -85,6 +99,7 @@ func New(cfg Config) (http.Handler, error) {
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError,
 	}))
 	mux.HandleFunc("GET /live/runs/{id}", h.liveRun)
+	mux.HandleFunc("GET /live/runs/{id}/events", h.liveEvents)
 	mux.HandleFunc("GET /live/runners", h.liveRunners)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead && knownPath(r.URL.Path) {
@@ -92,7 +107,7 @@ func New(cfg Config) (http.Handler, error) {
 			problem(w, http.StatusMethodNotAllowed, "method not allowed", fmt.Sprintf("%s %s: only GET", r.Method, r.URL.Path))
 			return
 		}
-		problem(w, http.StatusNotFound, "not found", fmt.Sprintf("no route %s %s (routes: GET /healthz, /metrics, /live/runs/{id}, /live/runners)", r.Method, r.URL.Path))
+		problem(w, http.StatusNotFound, "not found", fmt.Sprintf("no route %s %s (routes: GET /healthz, /metrics, /live/runs/{id}, /live/runs/{id}/events, /live/runners)", r.Method, r.URL.Path))
 	})
 	return mux, nil
 }
@@ -135,7 +150,39 @@ func (h *handler) liveRun(w http.ResponseWriter, r *http.Request) {
 	if progress == nil {
 		progress = []*warm.Progress{}
 	}
-	writeJSON(w, http.StatusOK, LiveRunView{Run: run, Progress: progress})
+	events, err := h.cfg.Backend.LiveEvents(ctx, id, 0)
+	if err != nil {
+		h.liveError(w, fmt.Sprintf("events of run %s", id), err)
+		return
+	}
+	if events == nil {
+		events = []*warm.EventEntry{}
+	}
+	writeJSON(w, http.StatusOK, LiveRunView{Run: run, Progress: progress, Events: events})
+}
+
+func (h *handler) liveEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var after int64
+	if s := r.URL.Query().Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			problem(w, http.StatusBadRequest, "bad request", fmt.Sprintf("query parameter after=%q: want an event id (an integer >= 0)", s))
+			return
+		}
+		after = n
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	events, err := h.cfg.Backend.LiveEvents(ctx, id, after)
+	if err != nil {
+		h.liveError(w, fmt.Sprintf("events of run %s", id), err)
+		return
+	}
+	if events == nil {
+		events = []*warm.EventEntry{}
+	}
+	writeJSON(w, http.StatusOK, LiveEventsView{Events: events})
 }
 
 func (h *handler) liveRunners(w http.ResponseWriter, r *http.Request) {
