@@ -123,7 +123,9 @@ func (d *liteDeploy) startProc(what string, env []string, flags ...string) *proc
 	d.t.Helper()
 	cmd := exec.Command(binary, append([]string{what, "--db", d.db}, flags...)...)
 	cmd.Dir = d.dir
-	cmd.Env = append(os.Environ(), env...)
+	// A free port for dev's listener: parallel tests would collide on the
+	// default 127.0.0.1:8480 (and with any other process holding it).
+	cmd.Env = append(append(os.Environ(), "STARFLOW_ADDR=127.0.0.1:0"), env...)
 	p := &process{name: what, cmd: cmd, log: &logBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout = io.Discard
 	cmd.Stderr = p.log
