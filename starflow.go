@@ -77,7 +77,7 @@ type Config struct {
 	Logger *slog.Logger
 
 	// Warm is the warm tier (SPEC §8): the live-state store read by
-	// LiveRun, LiveProgress and LiveRunners, never by run detail, history
+	// LiveRun, LiveEvents, LiveProgress and LiveRunners, never by run detail, history
 	// or resume. nil = no warm tier. With one, Start also runs the outbox
 	// drainer (with a runner or Maintenance), the hash sweep (with
 	// Maintenance) and the presence publisher (with a runner), and step

@@ -57,6 +57,9 @@ type WarmOptions struct {
 	// Default 5 s. PresenceTTL is how long a presence lives without being
 	// republished. Default 3 × PresenceInterval.
 	PresenceInterval, PresenceTTL time.Duration
+	// EventsKeep is how many recent events per run the warm tier keeps
+	// for LiveEvents. Default 200 (warm.EventsKeepDefault).
+	EventsKeep int
 	// NoDrain disables the drainer and the hash sweep in this process
 	// (another process drains); presence and progress still go to warm.
 	NoDrain bool
@@ -72,6 +75,12 @@ func (o WarmOptions) withDefaults() (WarmOptions, error) {
 		if d < 0 {
 			return o, fmt.Errorf("starflow: WarmOptions.%s is negative (%s)", name, d)
 		}
+	}
+	if o.EventsKeep < 0 {
+		return o, fmt.Errorf("starflow: WarmOptions.EventsKeep is negative (%d)", o.EventsKeep)
+	}
+	if o.EventsKeep == 0 {
+		o.EventsKeep = warm.EventsKeepDefault
 	}
 	if o.HashSweepInterval == 0 {
 		o.HashSweepInterval = HashSweepIntervalDefault
@@ -127,7 +136,7 @@ func newWarmTier(cfg Config) (state.Adapter, *warmTier, error) {
 	m, err := mirror.New(keepOpen(cfg.Store), mirror.Config{
 		Warm: cfg.Warm, Registerer: t.reg, Logger: cfg.Logger,
 		PollInterval: opts.DrainPoll, Retention: opts.OutboxRetention, SweepInterval: sweep,
-		WarmRetention: opts.FinishedWithin, WarningAfter: opts.HealthWarning, CriticalAfter: opts.HealthCritical,
+		WarmRetention: opts.FinishedWithin, EventsKeep: opts.EventsKeep, WarningAfter: opts.HealthWarning, CriticalAfter: opts.HealthCritical,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("starflow: warm tier: %w", err)

@@ -130,6 +130,26 @@ func TestWarmTierLive(t *testing.T) {
 		return err == nil && e.Status == string(final.Status) && e.Phase == final.Phase &&
 			e.Version == coldVersion(t, h, run.ID) && len(e.CurrentSteps) == 0
 	})
+	// The live events feed ends equal to the cold events (ids, types).
+	coldEvs, err := h.eng.Store().ListEvents(ctx, &state.ListEventsParams{RunID: run.ID})
+	if err != nil || len(coldEvs) == 0 {
+		t.Fatalf("cold events: %d, %v", len(coldEvs), err)
+	}
+	eventually(t, "the live events to equal the cold events", func() bool {
+		evs, err := h.eng.LiveEvents(ctx, run.ID, 0)
+		if err != nil || len(evs) != len(coldEvs) {
+			return false
+		}
+		for i, e := range evs {
+			if e.ID != coldEvs[i].ID || e.EventType != string(coldEvs[i].Type) || e.NodeID != coldEvs[i].NodeID {
+				return false
+			}
+		}
+		return true
+	})
+	if evs, err := h.eng.LiveEvents(ctx, run.ID, coldEvs[len(coldEvs)-2].ID); err != nil || len(evs) != 1 || evs[0].ID != coldEvs[len(coldEvs)-1].ID {
+		t.Fatalf("LiveEvents after the next-to-last id = %v, %v; want the last event", evs, err)
+	}
 	if ps, _ := ws.ListProgress(ctx, run.ID); len(ps) != 1 || ps[0].Fraction != 1 || ps[0].Message != "done" {
 		t.Fatalf("latest progress in warm: %+v", ps)
 	}
@@ -188,6 +208,9 @@ func TestWarmTierOff(t *testing.T) {
 	}
 	if _, err := h.eng.LiveProgress(ctx, "x"); !errors.Is(err, starflow.ErrNoWarm) {
 		t.Fatalf("LiveProgress: %v", err)
+	}
+	if _, err := h.eng.LiveEvents(ctx, "x", 0); !errors.Is(err, starflow.ErrNoWarm) {
+		t.Fatalf("LiveEvents: %v", err)
 	}
 	hl := h.eng.Health(ctx)
 	if hl.Status != "ok" || hl.Warm != starflow.WarmOK || hl.WarmEnabled {

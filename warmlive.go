@@ -52,6 +52,23 @@ func (e *Engine) LiveProgress(ctx context.Context, runID string) ([]*warm.Progre
 	return ps, nil
 }
 
+// LiveEvents reads a run's recent events from the warm tier's feed: the
+// newest events the mirror drained (at most mirror.Config.EventsKeep,
+// default 200), those with id > afterID, oldest first; empty when the
+// warm tier holds none. The feed may lag the cold store; the full history
+// is Store().ListEvents (the CLI's `runs events`). Errors: ErrNoWarm, or
+// the warm store's error.
+func (e *Engine) LiveEvents(ctx context.Context, runID string, afterID int64) ([]*warm.EventEntry, error) {
+	if e.warm == nil {
+		return nil, ErrNoWarm
+	}
+	evs, err := e.warm.ListEvents(ctx, runID, afterID)
+	if err != nil {
+		return nil, fmt.Errorf("live events of run %s: %w", runID, err)
+	}
+	return evs, nil
+}
+
 // LiveRunners lists the runners whose presence has not expired (peer
 // discovery): id, pools, runs held, last beat. Errors: ErrNoWarm, or the
 // warm store's error.

@@ -15,7 +15,8 @@ import (
 // order, a run's rows by one drainer at a time (state.Outbox.DrainOutbox),
 // run rows with the version CAS of warm.Store.PutRun (a late row never
 // replaces a newer entry), step rows and session-variable rows as they
-// come. When the warm store fails, the pass stops; the rows from the
+// come, event rows into the run's bounded recent-events feed
+// (warm.Store.AppendEvents, idempotent by event id; Config.EventsKeep). When the warm store fails, the pass stops; the rows from the
 // failing one on stay unapplied and the drainer backs off
 // (Config.BackoffMin doubling to BackoffMax) and tries again. Several
 // drainers may share one PostgreSQL database.
@@ -128,21 +129,69 @@ func (d *Drainer) Prune(ctx context.Context) (int64, error) {
 }
 
 // apply is the state.OutboxApplyFunc: rows in order, stopping at the first
-// warm failure.
+// warm failure. Consecutive event rows of one run go to the warm store in
+// one AppendEvents call.
 func (d *Drainer) apply(ctx context.Context, rows []*state.OutboxRow) ([]int64, error) {
 	applied := make([]int64, 0, len(rows))
-	for _, r := range rows {
+	for i := 0; i < len(rows); {
+		r := rows[i]
+		n := 1
+		if r.Kind == state.OutboxKindEvent {
+			for i+n < len(rows) && rows[i+n].Kind == state.OutboxKindEvent && rows[i+n].RunID == r.RunID {
+				n++
+			}
+		}
 		actx, cancel := context.WithTimeout(ctx, d.cfg.ApplyTimeout)
-		err := d.applyRow(actx, r)
+		var err error
+		if r.Kind == state.OutboxKindEvent {
+			err = d.applyEvents(actx, rows[i:i+n])
+		} else {
+			err = d.applyRow(actx, r)
+		}
 		cancel()
 		if err != nil {
 			return applied, fmt.Errorf("apply outbox row %d (%s of run %s): %w", r.ID, r.Kind, r.RunID, err)
 		}
-		applied = append(applied, r.ID)
-		d.met.Applied.Inc()
-		d.met.DrainLag.Observe(max(time.Since(r.CreatedAt).Seconds(), 0))
+		for _, r := range rows[i : i+n] {
+			applied = append(applied, r.ID)
+			d.met.Applied.Inc()
+			d.met.DrainLag.Observe(max(time.Since(r.CreatedAt).Seconds(), 0))
+		}
+		i += n
 	}
 	return applied, nil
+}
+
+// applyEvents appends event rows of one run to its warm feed in one call.
+// A row that does not decode, or names another run, is logged and skipped;
+// a feed the store refuses as malformed (warm.ErrInvalid) is logged and
+// skipped whole.
+func (d *Drainer) applyEvents(ctx context.Context, rows []*state.OutboxRow) error {
+	runID := rows[0].RunID
+	evs := make([]*warm.EventEntry, 0, len(rows))
+	for _, r := range rows {
+		var e warm.EventEntry
+		err := json.Unmarshal(r.Payload, &e)
+		if err == nil && e.RunID != runID {
+			err = fmt.Errorf("event of run %q in a row of run %s", e.RunID, runID)
+		}
+		if err != nil {
+			d.met.Skipped.Inc()
+			d.cfg.Logger.Error("mirror: skipping outbox row", "id", r.ID, "kind", r.Kind, "run_id", r.RunID, "err", err)
+			continue
+		}
+		evs = append(evs, &e)
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	err := d.warm.AppendEvents(ctx, runID, evs, d.cfg.EventsKeep)
+	if errors.Is(err, warm.ErrInvalid) {
+		d.met.Skipped.Add(float64(len(evs)))
+		d.cfg.Logger.Error("mirror: warm store refused event rows", "first_id", rows[0].ID, "rows", len(rows), "run_id", runID, "err", err)
+		return nil
+	}
+	return err
 }
 
 // applyRow applies one row. An undecodable payload or an unknown kind is
@@ -200,7 +249,7 @@ func (d *Drainer) applyKind(ctx context.Context, r *state.OutboxRow) error {
 		}
 		return d.warm.PutSessionVar(ctx, v.WorkspaceID, v.SessionID, v.Key, val)
 	case state.OutboxKindEvent:
-		d.met.Skipped.Inc() // the warm store keeps no event feed
+		return d.applyEvents(ctx, []*state.OutboxRow{r})
 	default:
 		return skip(fmt.Errorf("unknown kind %q", r.Kind))
 	}

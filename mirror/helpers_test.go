@@ -293,6 +293,13 @@ func (f *flaky) PutStep(ctx context.Context, s *warm.StepEntry) error {
 	return f.Store.PutStep(ctx, s)
 }
 
+func (f *flaky) AppendEvents(ctx context.Context, runID string, evs []*warm.EventEntry, keep int) error {
+	if err := f.err(); err != nil {
+		return err
+	}
+	return f.Store.AppendEvents(ctx, runID, evs, keep)
+}
+
 func (f *flaky) PutSessionVar(ctx context.Context, ws, sess, key string, v json.RawMessage) error {
 	if err := f.err(); err != nil {
 		return err

@@ -36,18 +36,18 @@ type SessionVarPayload struct {
 // sweep) the hook reads the run's current steps (running or waiting in
 // its current attempt), projects the run to a warm.RunEntry and, when the
 // projection differs from the last one mirrored (workflow_runs.mirror_hash)
-// or the write also changed steps or session variables of the run, bumps
-// workflow_runs.mirror_version and appends: one `step` row per step row
-// the write changed, one `run` row (the entry, self-contained), one
-// `session_var` row per session variable it set or removed (step rows
-// first, then the run row, so the run entry lands after its steps). Every row of
-// that run carries the bumped version. A write that changes nothing the
-// warm tier shows (a lease refresh) appends nothing. The lease sweep and
+// or the write also changed steps, appended events or changed session
+// variables of the run, bumps workflow_runs.mirror_version and appends:
+// one `step` row per step row the write changed, one `event` row per event
+// it appended (payload warm.EventEntry: the event as stored), one `run`
+// row (the entry, self-contained), one `session_var` row per session
+// variable it set or removed (step and event rows first, then the run row,
+// so the run entry lands after its steps and events). Every row of that
+// run carries the bumped version. A write that changes nothing the warm
+// tier shows (a lease refresh) appends nothing. The lease sweep and
 // cancellation end a run's left-running steps in bulk; for them the hook
-// also sends the failed and cancelled steps of the ended attempt. Events are not
-// mirrored (the warm store keeps no event feed; the run and step rows
-// carry what live views show), and neither are waits (the run's status
-// and current steps show them).
+// also sends the failed and cancelled steps of the ended attempt. Waits
+// are not mirrored (the run's status and current steps show them).
 //
 // The UPDATE of the run row makes the hook take the run's row lock before
 // it inserts, so a run's rows get ids in commit order even with concurrent
@@ -79,6 +79,10 @@ func hook(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) er
 	for _, s := range ch.Steps {
 		stepsOf[s.RunID] = append(stepsOf[s.RunID], s)
 	}
+	eventsOf := map[string][]*starflowtype.Event{}
+	for _, e := range ch.Events {
+		eventsOf[e.RunID] = append(eventsOf[e.RunID], e)
+	}
 	varsOf := map[string][]*starflowtype.SessionVar{}
 	for _, v := range ch.SessionVars {
 		id := v.OriginRunID
@@ -100,9 +104,9 @@ func hook(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) er
 			}
 			stepsOf[r.ID] = append(stepsOf[r.ID], more...)
 		}
-		force := len(stepsOf[r.ID]) > 0 || len(varsOf[r.ID]) > 0
+		force := len(stepsOf[r.ID]) > 0 || len(eventsOf[r.ID]) > 0 || len(varsOf[r.ID]) > 0
 		if d.pg {
-			if err := pgRun(ctx, tx, r, stepsOf[r.ID], varsOf[r.ID], force); err != nil {
+			if err := pgRun(ctx, tx, r, stepsOf[r.ID], eventsOf[r.ID], varsOf[r.ID], force); err != nil {
 				return err
 			}
 			versions[r.ID] = -1 // its session variables went with it
@@ -131,6 +135,11 @@ func hook(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) er
 		e.Hash = Hash(e)
 		for _, s := range stepsOf[r.ID] {
 			if err := ins.add(r.ID, state.OutboxKindStep, StepEntry(s), v); err != nil {
+				return err
+			}
+		}
+		for _, ev := range eventsOf[r.ID] {
+			if err := ins.add(r.ID, state.OutboxKindEvent, EventEntry(ev), v); err != nil {
 				return err
 			}
 		}
@@ -166,11 +175,11 @@ func sessionVarPayload(v *starflowtype.SessionVar) *SessionVarPayload {
 // pgRun is the hook's work for one run on PostgreSQL in one statement
 // (pgMirrorRun): read the current steps, bump the version unless the
 // projection is unchanged (and not forced), and insert the rows — step
-// rows, the run row with the current steps and version merged in, the
+// rows, event rows, the run row with the current steps and version merged in, the
 // session-variable rows — in that order. The run payload carries no
 // hash; the drainer computes it (Hash) from the entry and the row's
 // version.
-func pgRun(ctx context.Context, tx state.Tx, r *starflowtype.Run, steps []*starflowtype.Step, vars []*starflowtype.SessionVar, force bool) error {
+func pgRun(ctx context.Context, tx state.Tx, r *starflowtype.Run, steps []*starflowtype.Step, events []*starflowtype.Event, vars []*starflowtype.SessionVar, force bool) error {
 	e := RunEntry(r, nil, 0)
 	e.Hash = ""
 	proj := *e
@@ -190,6 +199,11 @@ func pgRun(ctx context.Context, tx state.Tx, r *starflowtype.Run, steps []*starf
 	}
 	for _, s := range steps {
 		if err := add(state.OutboxKindStep, StepEntry(s)); err != nil {
+			return err
+		}
+	}
+	for _, ev := range events {
+		if err := add(state.OutboxKindEvent, EventEntry(ev)); err != nil {
 			return err
 		}
 	}

@@ -57,6 +57,9 @@ type Config struct {
 	Coalesce time.Duration
 	// BatchSize bounds the rows of one drain pass. Default 500.
 	BatchSize int
+	// EventsKeep is how many recent events the warm tier keeps per run
+	// (warm.Store.AppendEvents). Default warm.EventsKeepDefault (200).
+	EventsKeep int
 	// ApplyTimeout bounds one warm-store call of the drainer. Default 5 s.
 	ApplyTimeout time.Duration
 	// BackoffMin and BackoffMax bound the drainer's exponential backoff
@@ -114,6 +117,9 @@ func (c Config) WithDefaults() Config {
 	def(&c.CriticalAfter, CriticalAfterDefault)
 	if c.BatchSize <= 0 {
 		c.BatchSize = BatchSizeDefault
+	}
+	if c.EventsKeep <= 0 {
+		c.EventsKeep = warm.EventsKeepDefault
 	}
 	if c.MaxReconciles <= 0 {
 		c.MaxReconciles = MaxReconcilesDefault

@@ -53,12 +53,13 @@ func TestSameTransaction(t *testing.T) {
 			t.Fatal(err)
 		}
 		rows := unapplied(t, c)
-		if len(rows) != 1 || rows[0].Kind != state.OutboxKindRun || rows[0].RunID != r.ID || rows[0].Version != 1 {
-			t.Fatalf("rows after EnqueueRun = %+v, want one run row of version 1", rows)
+		if len(rows) != 2 || rows[0].Kind != state.OutboxKindEvent || rows[1].Kind != state.OutboxKindRun ||
+			rows[1].RunID != r.ID || rows[0].Version != 1 || rows[1].Version != 1 {
+			t.Fatalf("rows after EnqueueRun = %s, want the run_queued event row then the run row, version 1", rowsString(rows))
 		}
 		var e warm.RunEntry
-		if err := json.Unmarshal(rows[0].Payload, &e); err != nil || e.Status != "queued" || e.RunID != r.ID || e.Version != 1 {
-			t.Fatalf("run row payload %s (%v): want the queued entry, version 1", rows[0].Payload, err)
+		if err := json.Unmarshal(rows[1].Payload, &e); err != nil || e.Status != "queued" || e.RunID != r.ID || e.Version != 1 {
+			t.Fatalf("run row payload %s (%v): want the queued entry, version 1", rows[1].Payload, err)
 		}
 		r = startRun(t, c, r.ID)
 		before := len(unapplied(t, c))
@@ -79,17 +80,23 @@ func TestSameTransaction(t *testing.T) {
 		if got, _ := c.GetRun(ctx, &state.GetRunParams{ID: r.ID}); got.Phase != "" {
 			t.Fatalf("phase %q after the rolled-back write", got.Phase)
 		}
-		// A step's completion: step row then run row, one version.
+		// A step's start: step row, event row, run row, one version.
 		k := state.StepKey{RunID: r.ID, Attempt: 1, StepID: "a"}
 		if err := c.OnNodeStart(ctx, &state.NodeStartParams{StepKey: k, Lease: r.Lease(), Kind: "noop", Try: 1}); err != nil {
 			t.Fatal(err)
 		}
 		rows = unapplied(t, c)
-		last := rows[len(rows)-2:]
-		if last[0].Kind != state.OutboxKindStep || last[1].Kind != state.OutboxKindRun || last[0].Version != last[1].Version || last[1].Version <= rows[0].Version {
-			t.Fatalf("rows of OnNodeStart = %+v %+v, want a step row then a run row of one new version", last[0], last[1])
+		last := rows[len(rows)-3:]
+		if last[0].Kind != state.OutboxKindStep || last[1].Kind != state.OutboxKindEvent || last[2].Kind != state.OutboxKindRun ||
+			last[0].Version != last[2].Version || last[1].Version != last[2].Version || last[2].Version <= rows[0].Version {
+			t.Fatalf("rows of OnNodeStart = %s, want a step row, an event row, a run row of one new version", rowsString(last))
 		}
-		if err := json.Unmarshal(last[1].Payload, &e); err != nil || len(e.CurrentSteps) != 1 || e.CurrentSteps[0].StepID != "a" || e.CurrentSteps[0].Status != "running" {
+		var ev warm.EventEntry
+		if err := json.Unmarshal(last[1].Payload, &ev); err != nil || ev.EventType != string(starflowtype.EventNodeStart) ||
+			ev.NodeID != "a" || ev.RunID != r.ID || ev.ID <= 0 || ev.Attempt != 1 || ev.CreatedAt.IsZero() {
+			t.Fatalf("event row payload %s (%v): want the node_start event of step a as stored", last[1].Payload, err)
+		}
+		if err := json.Unmarshal(last[2].Payload, &e); err != nil || len(e.CurrentSteps) != 1 || e.CurrentSteps[0].StepID != "a" || e.CurrentSteps[0].Status != "running" {
 			t.Fatalf("run entry after OnNodeStart %s: want step a running as current", last[1].Payload)
 		}
 	})

@@ -50,6 +50,20 @@ func StepEntry(s *starflowtype.Step) *warm.StepEntry {
 	}
 }
 
+// EventEntry projects a cold event row: the event as stored. A payload
+// that is not valid JSON (no store writes one) is carried as a JSON
+// string, so the outbox row always encodes.
+func EventEntry(e *starflowtype.Event) *warm.EventEntry {
+	payload := e.Payload
+	if len(payload) > 0 && !json.Valid(payload) {
+		payload, _ = json.Marshal(string(payload))
+	}
+	return &warm.EventEntry{
+		ID: e.ID, RunID: e.RunID, Attempt: e.Attempt, EventType: string(e.Type), NodeID: e.NodeID,
+		ScopePath: e.ScopePath, Payload: payload, CreatedAt: e.CreatedAt,
+	}
+}
+
 // CurrentSteps keeps the steps of attempt that are running or waiting, as
 // warm entries.
 func CurrentSteps(steps []*starflowtype.Step, attempt int) []warm.StepEntry {

@@ -63,6 +63,30 @@ type StepEntry struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// EventEntry is one run event in the warm tier's recent-events feed: the
+// workflow_run_events row as stored in the cold tier (id, run_id, attempt,
+// event_type, node_id, scope_path, payload, created_at). ID is the cold
+// row's id (positive, increasing per run in commit order); the feed is
+// keyed and ordered by it.
+type EventEntry struct {
+	ID        int64           `json:"id"`
+	RunID     string          `json:"run_id"`
+	Attempt   int             `json:"attempt"`
+	EventType string          `json:"event_type"`
+	NodeID    string          `json:"node_id,omitempty"`
+	ScopePath string          `json:"scope_path"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+	// PayloadOmitted: the store dropped Payload because the event alone
+	// exceeded the store's size bound for a run's feed (natskv); the cold
+	// event keeps it.
+	PayloadOmitted bool      `json:"payload_omitted,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// EventsKeepDefault is the number of recent events kept per run when
+// AppendEvents is called with keep <= 0.
+const EventsKeepDefault = 200
+
 // Progress is a step's progress report (SPEC §8 onStepProgress): warm only,
 // never written to the cold tier. Fraction is in [0, 1].
 type Progress struct {
@@ -93,8 +117,8 @@ type Store interface {
 	PutRun(ctx context.Context, e *RunEntry, force bool) (bool, error)
 	// GetRun reads one run entry; ErrNotFound when absent.
 	GetRun(ctx context.Context, runID string) (*RunEntry, error)
-	// DeleteRun removes a run entry and its steps and progress (no error
-	// when absent).
+	// DeleteRun removes a run entry and its steps, events and progress (no
+	// error when absent).
 	DeleteRun(ctx context.Context, runID string) error
 	// ListRunIDs lists the ids of every run entry (order unspecified).
 	ListRunIDs(ctx context.Context) ([]string, error)
@@ -103,6 +127,17 @@ type Store interface {
 	PutStep(ctx context.Context, s *StepEntry) error
 	// ListSteps lists a run's step entries.
 	ListSteps(ctx context.Context, runID string) ([]*StepEntry, error)
+
+	// AppendEvents adds evs (events of runID) to the run's recent-events
+	// feed and keeps only the newest keep of them by id (keep <= 0:
+	// EventsKeepDefault). Idempotent by event id: an event already in the
+	// feed, or older than every event kept of a full feed, adds nothing.
+	// ErrInvalid when runID is empty or an event is nil, has an id <= 0, an
+	// empty event_type or another run's id.
+	AppendEvents(ctx context.Context, runID string, evs []*EventEntry, keep int) error
+	// ListEvents lists the run's feed events with id > afterID, oldest
+	// first (empty, no error, when there are none or the run has no feed).
+	ListEvents(ctx context.Context, runID string, afterID int64) ([]*EventEntry, error)
 
 	// PutSessionVar stores a session variable's live value; a nil Value
 	// deletes it.

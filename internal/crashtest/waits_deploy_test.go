@@ -123,7 +123,9 @@ func (d *liteDeploy) startProc(what string, env []string, flags ...string) *proc
 	d.t.Helper()
 	args := []string{what, "--db", d.db}
 	if what == "dev" || what == "server" {
-		args = append(args, "--addr", "127.0.0.1:0") // tests run side by side: no fixed port
+		// A free port for the listener: parallel tests would collide on the
+		// default 127.0.0.1:8480 (and with any other process holding it).
+		args = append(args, "--addr", "127.0.0.1:0")
 	}
 	cmd := exec.Command(binary, append(args, flags...)...)
 	cmd.Dir = d.dir

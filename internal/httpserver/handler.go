@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,9 @@ type Backend interface {
 	// LiveRun reads a run's warm entry (starflowtype.ErrNotFound when the
 	// warm tier has none; starflow.ErrNoWarm without a warm tier).
 	LiveRun(ctx context.Context, runID string) (*warm.RunEntry, error)
+	// LiveEvents reads a run's recent events (id > afterID, oldest first)
+	// from the warm tier's feed.
+	LiveEvents(ctx context.Context, runID string, afterID int64) ([]*warm.EventEntry, error)
 	// LiveProgress reads a run's latest step progress reports from warm.
 	LiveProgress(ctx context.Context, runID string) ([]*warm.Progress, error)
 	// LiveRunners lists the runners whose presence has not expired.
@@ -56,11 +60,20 @@ type Config struct {
 // TimeoutDefault bounds one health check or live read.
 const TimeoutDefault = 5 * time.Second
 
-// LiveRunView is the JSON body of GET /live/runs/{id}: the run's warm entry
-// and its latest progress reports.
+// LiveRunView is the JSON body of GET /live/runs/{id}: the run's warm entry,
+// its latest progress reports and its recent events (the warm feed, oldest
+// first).
 type LiveRunView struct {
-	Run      *warm.RunEntry   `json:"run"`
-	Progress []*warm.Progress `json:"progress"`
+	Run      *warm.RunEntry     `json:"run"`
+	Progress []*warm.Progress   `json:"progress"`
+	Events   []*warm.EventEntry `json:"events"`
+}
+
+// LiveEventsView is the JSON body of GET /live/runs/{id}/events: the run's
+// recent events with id > ?after (default 0), oldest first, from the warm
+// feed (a client tails by passing the last id it saw).
+type LiveEventsView struct {
+	Events []*warm.EventEntry `json:"events"`
 }
 
 // WakeResult is the JSON body of a successful POST /wake/{token}: the
@@ -85,13 +98,14 @@ type LiveRunnersView struct {
 //
 //	GET /healthz          starflow.Health; 200 when the cold store answers, 503 when not
 //	GET /metrics          Prometheus text exposition
-//	GET /live/runs/{id}   LiveRunView from the warm tier (404 absent, 503 warm down or off)
-//	GET /live/runners     LiveRunnersView from the warm tier (503 warm down or off)
-//	POST /wake/{token}    wake the wait the token names with the JSON body as its
-//	                      payload (empty: null): 200 WakeResult; 401 token invalid
-//	                      (forged, malformed, unknown key, no wait has it); 410 wait
-//	                      closed or token expired; 400 body not JSON; 413 body over
-//	                      MaxWakeBody; 415 a Content-Type that is not JSON
+//	GET /live/runs/{id}          LiveRunView from the warm tier (404 absent, 503 warm down or off)
+//	GET /live/runs/{id}/events   LiveEventsView, ?after=ID (400 bad after, 503 warm down or off)
+//	GET /live/runners            LiveRunnersView from the warm tier (503 warm down or off)
+//	POST /wake/{token}           wake the wait the token names with the JSON body as its
+//	                             payload (empty: null): 200 WakeResult; 401 token invalid
+//	                             (forged, malformed, unknown key, no wait has it); 410 wait
+//	                             closed or token expired; 400 body not JSON; 413 body over
+//	                             MaxWakeBody; 415 a Content-Type that is not JSON
 //
 // POST /wake/{token} needs no credentials: the signed, single-use token
 // is the capability.
@@ -115,6 +129,7 @@ func New(cfg Config) (http.Handler, error) {
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError,
 	}))
 	mux.HandleFunc("GET /live/runs/{id}", h.liveRun)
+	mux.HandleFunc("GET /live/runs/{id}/events", h.liveEvents)
 	mux.HandleFunc("GET /live/runners", h.liveRunners)
 	// {token...} also matches an empty or slashed remainder, so every
 	// POST under /wake/ gets the token's answer (401), never a 404.
@@ -125,7 +140,17 @@ func New(cfg Config) (http.Handler, error) {
 			problem(w, http.StatusMethodNotAllowed, "method not allowed", fmt.Sprintf("%s %s: only %s", r.Method, r.URL.Path, allow))
 			return
 		}
-		problem(w, http.StatusNotFound, "not found", fmt.Sprintf("no route %s %s (routes: GET /healthz, /metrics, /live/runs/{id}, /live/runners; POST /wake/{token})", r.Method, r.URL.Path))
+		//	GET /live/runs/{id}          LiveRunView from the warm tier (404 absent, 503 warm down or off)
+		//	GET /live/runs/{id}/events   LiveEventsView, ?after=ID (400 bad after, 503 warm down or off)
+		//	GET /live/runners            LiveRunnersView from the warm tier (503 warm down or off)
+		//	POST /wake/{token}           wake the wait the token names with the JSON body as its
+		//	                             payload (empty: null): 200 WakeResult; 401 token invalid
+		//	                             (forged, malformed, unknown key, no wait has it); 410 wait
+		//	                             closed or token expired; 400 body not JSON; 413 body over
+		//	                             MaxWakeBody; 415 a Content-Type that is not JSON
+		//
+		// POST /wake/{token} needs no credentials: the signed, single-use token
+		// is the capability.
 	})
 	return mux, nil
 }
@@ -222,7 +247,39 @@ func (h *handler) liveRun(w http.ResponseWriter, r *http.Request) {
 	if progress == nil {
 		progress = []*warm.Progress{}
 	}
-	writeJSON(w, http.StatusOK, LiveRunView{Run: run, Progress: progress})
+	events, err := h.cfg.Backend.LiveEvents(ctx, id, 0)
+	if err != nil {
+		h.liveError(w, fmt.Sprintf("events of run %s", id), err)
+		return
+	}
+	if events == nil {
+		events = []*warm.EventEntry{}
+	}
+	writeJSON(w, http.StatusOK, LiveRunView{Run: run, Progress: progress, Events: events})
+}
+
+func (h *handler) liveEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var after int64
+	if s := r.URL.Query().Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			problem(w, http.StatusBadRequest, "bad request", fmt.Sprintf("query parameter after=%q: want an event id (an integer >= 0)", s))
+			return
+		}
+		after = n
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	events, err := h.cfg.Backend.LiveEvents(ctx, id, after)
+	if err != nil {
+		h.liveError(w, fmt.Sprintf("events of run %s", id), err)
+		return
+	}
+	if events == nil {
+		events = []*warm.EventEntry{}
+	}
+	writeJSON(w, http.StatusOK, LiveEventsView{Events: events})
 }
 
 func (h *handler) liveRunners(w http.ResponseWriter, r *http.Request) {

@@ -24,6 +24,7 @@ type fakeBackend struct {
 	run      *warm.RunEntry
 	runErr   error
 	progress []*warm.Progress
+	events   []*warm.EventEntry
 	runners  []*warm.Presence
 	liveErr  error
 }
@@ -40,6 +41,15 @@ func (f *fakeBackend) LiveRun(_ context.Context, id string) (*warm.RunEntry, err
 }
 func (f *fakeBackend) LiveProgress(context.Context, string) ([]*warm.Progress, error) {
 	return f.progress, f.liveErr
+}
+func (f *fakeBackend) LiveEvents(_ context.Context, _ string, after int64) ([]*warm.EventEntry, error) {
+	var out []*warm.EventEntry
+	for _, e := range f.events {
+		if e.ID > after {
+			out = append(out, e)
+		}
+	}
+	return out, f.liveErr
 }
 func (f *fakeBackend) LiveRunners(context.Context) ([]*warm.Presence, error) {
 	return f.runners, f.liveErr
@@ -122,7 +132,9 @@ func TestLiveRun(t *testing.T) {
 	b := &fakeBackend{
 		run:      &warm.RunEntry{RunID: "r1", Status: "running", Version: 4, UpdatedAt: now},
 		progress: []*warm.Progress{{RunID: "r1", StepID: "load", Fraction: 0.5, Message: "half", At: now}},
-		runners:  []*warm.Presence{{RunnerID: "w1", Pools: []string{"p"}, RunsHeld: 2, LastBeat: now}},
+		events: []*warm.EventEntry{{ID: 7, RunID: "r1", EventType: "run_started", CreatedAt: now},
+			{ID: 9, RunID: "r1", EventType: "node_start", NodeID: "load", CreatedAt: now}},
+		runners: []*warm.Presence{{RunnerID: "w1", Pools: []string{"p"}, RunsHeld: 2, LastBeat: now}},
 	}
 	h, _ := New(Config{Backend: b})
 
@@ -134,11 +146,27 @@ func TestLiveRun(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &v); err != nil {
 		t.Fatal(err)
 	}
-	if v.Run.RunID != "r1" || v.Run.Version != 4 || len(v.Progress) != 1 || v.Progress[0].Fraction != 0.5 {
+	if v.Run.RunID != "r1" || v.Run.Version != 4 || len(v.Progress) != 1 || v.Progress[0].Fraction != 0.5 ||
+		len(v.Events) != 2 || v.Events[1].ID != 9 || v.Events[1].NodeID != "load" {
 		t.Fatalf("live run view %s", body)
 	}
 
-	code, ctype, body := get(t, h, "/live/runs/nope")
+	code, _, body = get(t, h, "/live/runs/r1/events?after=7")
+	var ev LiveEventsView
+	if err := json.Unmarshal([]byte(body), &ev); err != nil || code != 200 || len(ev.Events) != 1 || ev.Events[0].ID != 9 {
+		t.Fatalf("GET /live/runs/r1/events?after=7: %d %s", code, body)
+	}
+	code, _, body = get(t, h, "/live/runs/r1/events?after=9")
+	ev = LiveEventsView{}
+	if err := json.Unmarshal([]byte(body), &ev); err != nil || code != 200 || ev.Events == nil || len(ev.Events) != 0 {
+		t.Fatalf("GET /live/runs/r1/events?after=9: %d %s, want an empty list", code, body)
+	}
+	code, ctype, body := get(t, h, "/live/runs/r1/events?after=x")
+	if code != 400 || ctype != "application/problem+json" || !strings.Contains(body, "after") {
+		t.Fatalf("GET /live/runs/r1/events?after=x: %d %s %s", code, ctype, body)
+	}
+
+	code, ctype, body = get(t, h, "/live/runs/nope")
 	if code != 404 || ctype != "application/problem+json" || !strings.Contains(body, `"status":404`) {
 		t.Fatalf("GET /live/runs/nope: %d %s %s", code, ctype, body)
 	}

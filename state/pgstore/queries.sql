@@ -15,6 +15,16 @@ UPDATE workflow_runs
    AND claim_state IN ('claimed', 'running')
 RETURNING workspace_id, env, attempt, cancel_requested, status, coalesce(parent_run_id::text, '');
 
+-- name: fence_run
+-- The fence for a write that changes the run only through the fence (the
+-- step writes) in a store with hooks: it returns the whole run row as it
+-- commits, which becomes Change.Run instead of a read-back.
+UPDATE workflow_runs
+   SET updated_at = now()
+ WHERE id = $1 AND leased_by = $2 AND lease_epoch = $3
+   AND claim_state IN ('claimed', 'running')
+RETURNING /*run_columns*/;
+
 -- name: insert_definition
 -- Storing a revision again keeps its row and makes it the current one.
 INSERT INTO workflow_definitions (id, workspace_id, name, revision, spec_json, source, applied_at)
@@ -150,11 +160,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8, now())
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'running', tries = excluded.tries, error = NULL,
        finished_at = NULL, duration_ms = NULL
- WHERE workflow_steps.status <> 'succeeded';
+ WHERE workflow_steps.status <> 'succeeded'
+RETURNING /*step_columns*/;
 
 -- name: step_retry
 UPDATE workflow_steps SET tries = $1, error = $2
- WHERE run_id = $3 AND attempt = $4 AND scope_path = $5 AND step_id = $6 AND status = 'running';
+ WHERE run_id = $3 AND attempt = $4 AND scope_path = $5 AND step_id = $6 AND status = 'running'
+RETURNING /*step_columns*/;
 
 -- name: step_finish
 UPDATE workflow_steps
@@ -164,7 +176,8 @@ UPDATE workflow_steps
        finished_at = now(),
        duration_ms = round(extract(epoch FROM now() - started_at) * 1000)::bigint
  WHERE run_id = $4 AND attempt = $5 AND scope_path = $6 AND step_id = $7
-   AND status IN ('running', 'waiting');
+   AND status IN ('running', 'waiting')
+RETURNING /*step_columns*/;
 
 -- name: step_failed_unstarted
 -- A step that failed with no open row: it failed before it started (e.g.
@@ -177,7 +190,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, 'failed', $8, now(), now(), 0, $9)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'failed', kind = excluded.kind, tries = excluded.tries, error = excluded.error,
        finished_at = excluded.finished_at, duration_ms = 0
- WHERE workflow_steps.status <> 'succeeded';
+ WHERE workflow_steps.status <> 'succeeded'
+RETURNING /*step_columns*/;
 
 -- name: step_skipped
 -- A succeeded row is final within its attempt (it has a checkpoint): the
@@ -187,7 +201,8 @@ INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, 
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'skipped', 0, now(), now(), 0, NULL)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'skipped', finished_at = excluded.finished_at
- WHERE workflow_steps.status <> 'succeeded';
+ WHERE workflow_steps.status <> 'succeeded'
+RETURNING /*step_columns*/;
 
 -- name: insert_event
 INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id,

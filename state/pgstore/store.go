@@ -37,6 +37,7 @@ var queries = func() map[string]string {
 	m := sqlq.MustParse(queriesSQL)
 	for name, text := range m {
 		text = strings.Replace(text, "/*run_columns*/", runColumns, 1)
+		text = strings.Replace(text, "/*step_columns*/", stepColumns, 1)
 		m[name] = strings.Replace(text, "/*wait_columns*/", waitColumns, 1)
 	}
 	return m
@@ -51,6 +52,11 @@ const runColumns = `id::text, workspace_id, env, coalesce(definition_id::text, '
 	coalesce(idempotency_key, ''), input_json, output_json, checkpoint_json, coalesce(phase, ''),
 	coalesce(error, ''), dead_lettered, cancel_requested, created_at, started_at, completed_at,
 	coalesce(duration_ms, 0), updated_at`
+
+// stepColumns is the column list scanned by scanStep, substituted for the
+// /*step_columns*/ marker in queries.sql (the step writes' RETURNING).
+const stepColumns = `run_id::text, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
+	coalesce(duration_ms, 0), coalesce(error, '')`
 
 // waitColumns is the column list scanned by scanWait, substituted for the
 // /*wait_columns*/ marker in queries.sql.

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,47 @@ func (s *Store) stepChanged(ctx context.Context, t *txn, k state.StepKey) error 
 	}
 	t.ch.Steps = append(t.ch.Steps, st)
 	return nil
+}
+
+// stepWrite runs a step write whose RETURNING is the step row
+// (/*step_columns*/) and reports whether it changed a row. With hooks the
+// row goes into the Change as the write left it, with no read-back.
+func (s *Store) stepWrite(ctx context.Context, t *txn, query string, args ...any) (bool, error) {
+	st, err := scanStep(t.tx.QueryRow(ctx, query, args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, translate(err)
+	}
+	if len(s.cfg.Hooks) > 0 {
+		t.ch.Steps = append(t.ch.Steps, st)
+	}
+	return true, nil
+}
+
+// fenceRun is fence for a write that changes the run row only through the
+// fence (the step writes). With hooks it fences with fence_run, whose
+// RETURNING is the whole run row as the transaction leaves it, and records
+// that as Change.Run, so inTx does not read the run back.
+func (s *Store) fenceRun(ctx context.Context, t *txn, runID string, l starflowtype.Lease) (runMeta, error) {
+	if len(s.cfg.Hooks) == 0 {
+		return t.fence(ctx, runID, l)
+	}
+	lost := fmt.Errorf("run %s, runner %s, epoch %d: %w", runID, l.RunnerID, l.Epoch, starflowtype.ErrLeaseLost)
+	if !isUUID(runID) {
+		return runMeta{}, lost
+	}
+	r, err := scanRun(t.tx.QueryRow(ctx, q("fence_run"), runID, l.RunnerID, l.Epoch))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return runMeta{}, lost
+	}
+	if err != nil {
+		return runMeta{}, fmt.Errorf("fence: %w", translate(err))
+	}
+	t.ch.Run = r
+	return runMeta{workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt, cancel: r.CancelRequested,
+		status: string(r.Status), parent: r.ParentRunID}, nil
 }
 
 // PutDefinition implements state.Adapter.
@@ -251,22 +293,19 @@ func (s *Store) RefreshLease(ctx context.Context, p *state.RefreshLeaseParams) (
 // OnNodeStart implements state.Adapter.
 func (s *Store) OnNodeStart(ctx context.Context, p *state.NodeStartParams) error {
 	_, err := s.inTx(ctx, "OnNodeStart", p.RunID, false, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		m, err := s.fenceRun(ctx, t, p.RunID, p.Lease)
 		if err != nil {
 			return err
 		}
 		if m.cancel {
 			return fmt.Errorf("run %s: %w", p.RunID, starflowtype.ErrCancelRequested)
 		}
-		if err := t.mustAffect(ctx, q("step_start"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
-			m.workspace, m.env, p.Kind, p.Try); err != nil {
-			return fmt.Errorf("step %q already succeeded: %w", p.StepID, err)
+		if ok, err := s.stepWrite(ctx, t, q("step_start"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
+			m.workspace, m.env, p.Kind, p.Try); err != nil || !ok {
+			return fmt.Errorf("step %q already succeeded: %w", p.StepID, cmp.Or(err, starflowtype.ErrConflict))
 		}
 		payload := tryPayload(p.Try, p.Payload)
-		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeStart, p.StepID, p.ScopePath, payload); err != nil {
-			return err
-		}
-		return s.stepChanged(ctx, t, p.StepKey)
+		return t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeStart, p.StepID, p.ScopePath, payload)
 	})
 	if err != nil {
 		return fmt.Errorf("pgstore: node start %s: %w", p.StepID, err)
@@ -277,18 +316,15 @@ func (s *Store) OnNodeStart(ctx context.Context, p *state.NodeStartParams) error
 // OnNodeRetry implements state.Adapter.
 func (s *Store) OnNodeRetry(ctx context.Context, p *state.NodeRetryParams) error {
 	_, err := s.inTx(ctx, "OnNodeRetry", p.RunID, false, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		m, err := s.fenceRun(ctx, t, p.RunID, p.Lease)
 		if err != nil {
 			return err
 		}
-		if err := t.mustAffect(ctx, q("step_retry"), p.Try, p.Error, p.RunID, p.Attempt, p.ScopePath, p.StepID); err != nil {
-			return fmt.Errorf("step %q is not running: %w", p.StepID, err)
+		if ok, err := s.stepWrite(ctx, t, q("step_retry"), p.Try, p.Error, p.RunID, p.Attempt, p.ScopePath, p.StepID); err != nil || !ok {
+			return fmt.Errorf("step %q is not running: %w", p.StepID, cmp.Or(err, starflowtype.ErrConflict))
 		}
 		payload, _ := json.Marshal(map[string]any{"try": p.Try, "error": p.Error, "backoff_ms": p.Backoff.Milliseconds()})
-		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeRetry, p.StepID, p.ScopePath, payload); err != nil {
-			return err
-		}
-		return s.stepChanged(ctx, t, p.StepKey)
+		return t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeRetry, p.StepID, p.ScopePath, payload)
 	})
 	if err != nil {
 		return fmt.Errorf("pgstore: node retry %s: %w", p.StepID, err)
@@ -300,13 +336,13 @@ func (s *Store) OnNodeRetry(ctx context.Context, p *state.NodeRetryParams) error
 // and checkpoint in one transaction.
 func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams) error {
 	_, err := s.inTx(ctx, "OnNodeComplete", p.RunID, false, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		m, err := s.fenceRun(ctx, t, p.RunID, p.Lease)
 		if err != nil {
 			return err
 		}
-		if err := t.mustAffect(ctx, q("step_finish"), string(starflowtype.StepSucceeded), p.Try, nil,
-			p.RunID, p.Attempt, p.ScopePath, p.StepID); err != nil {
-			return fmt.Errorf("step %q is not open: %w", p.StepID, err)
+		if ok, err := s.stepWrite(ctx, t, q("step_finish"), string(starflowtype.StepSucceeded), p.Try, nil,
+			p.RunID, p.Attempt, p.ScopePath, p.StepID); err != nil || !ok {
+			return fmt.Errorf("step %q is not open: %w", p.StepID, cmp.Or(err, starflowtype.ErrConflict))
 		}
 		faultpoint.Hit("postgres.OnNodeComplete.after_step")
 		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeComplete, p.StepID, p.ScopePath, tryPayload(p.Try, nil)); err != nil {
@@ -326,7 +362,7 @@ func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams)
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 		faultpoint.Hit("postgres.OnNodeComplete.after_checkpoint")
-		return s.stepChanged(ctx, t, p.StepKey)
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("pgstore: node complete %s: %w", p.StepID, err)
@@ -337,32 +373,29 @@ func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams)
 // OnNodeError implements state.Adapter.
 func (s *Store) OnNodeError(ctx context.Context, p *state.NodeErrorParams) error {
 	_, err := s.inTx(ctx, "OnNodeError", p.RunID, false, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		m, err := s.fenceRun(ctx, t, p.RunID, p.Lease)
 		if err != nil {
 			return err
 		}
-		n, err := t.exec(ctx, q("step_finish"), string(starflowtype.StepFailed), p.Try, p.Error,
+		ok, err := s.stepWrite(ctx, t, q("step_finish"), string(starflowtype.StepFailed), p.Try, p.Error,
 			p.RunID, p.Attempt, p.ScopePath, p.StepID)
 		if err != nil {
 			return err
 		}
-		if n == 0 {
+		if !ok {
 			// No open row: the step failed before it started (e.g. its
 			// `when` did not evaluate) and gets a failed row of its own,
 			// unless it succeeded, which is final within the attempt.
-			if err := t.mustAffect(ctx, q("step_failed_unstarted"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
-				m.workspace, m.env, p.Kind, p.Try, p.Error); err != nil {
-				return fmt.Errorf("step %q already succeeded: %w", p.StepID, err)
+			if ok, err := s.stepWrite(ctx, t, q("step_failed_unstarted"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
+				m.workspace, m.env, p.Kind, p.Try, p.Error); err != nil || !ok {
+				return fmt.Errorf("step %q already succeeded: %w", p.StepID, cmp.Or(err, starflowtype.ErrConflict))
 			}
 		}
 		payload := p.Payload
 		if payload == nil {
 			payload, _ = json.Marshal(map[string]any{"try": p.Try, "error": p.Error})
 		}
-		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeError, p.StepID, p.ScopePath, payload); err != nil {
-			return err
-		}
-		return s.stepChanged(ctx, t, p.StepKey)
+		return t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeError, p.StepID, p.ScopePath, payload)
 	})
 	if err != nil {
 		return fmt.Errorf("pgstore: node error %s: %w", p.StepID, err)
@@ -373,22 +406,19 @@ func (s *Store) OnNodeError(ctx context.Context, p *state.NodeErrorParams) error
 // OnNodeSkipped implements state.Adapter.
 func (s *Store) OnNodeSkipped(ctx context.Context, p *state.NodeSkippedParams) error {
 	_, err := s.inTx(ctx, "OnNodeSkipped", p.RunID, false, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		m, err := s.fenceRun(ctx, t, p.RunID, p.Lease)
 		if err != nil {
 			return err
 		}
-		if err := t.mustAffect(ctx, q("step_skipped"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
-			m.workspace, m.env, p.Kind); err != nil {
-			return fmt.Errorf("step %q already succeeded: %w", p.StepID, err)
+		if ok, err := s.stepWrite(ctx, t, q("step_skipped"), p.RunID, p.Attempt, p.ScopePath, p.StepID,
+			m.workspace, m.env, p.Kind); err != nil || !ok {
+			return fmt.Errorf("step %q already succeeded: %w", p.StepID, cmp.Or(err, starflowtype.ErrConflict))
 		}
 		var payload json.RawMessage
 		if p.Reason != "" {
 			payload, _ = json.Marshal(map[string]any{"reason": p.Reason})
 		}
-		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeSkipped, p.StepID, p.ScopePath, payload); err != nil {
-			return err
-		}
-		return s.stepChanged(ctx, t, p.StepKey)
+		return t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeSkipped, p.StepID, p.ScopePath, payload)
 	})
 	if err != nil {
 		return fmt.Errorf("pgstore: node skipped %s: %w", p.StepID, err)

@@ -10,6 +10,16 @@ UPDATE workflow_runs
    AND claim_state IN ('claimed', 'running')
 RETURNING workspace_id, env, attempt, cancel_requested, status, coalesce(parent_run_id, '');
 
+-- name: fence_run
+-- The fence for a write that changes the run only through the fence (the
+-- step writes) in a store with hooks: it returns the whole run row as it
+-- commits, which becomes Change.Run instead of a read-back.
+UPDATE workflow_runs
+   SET updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE id = ? AND leased_by = ? AND lease_epoch = ?
+   AND claim_state IN ('claimed', 'running')
+RETURNING /*run_columns*/;
+
 -- name: insert_definition
 INSERT INTO workflow_definitions (id, workspace_id, name, revision, spec_json, source, applied_at)
 VALUES (?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))
@@ -132,11 +142,13 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, strftime('%Y-%m-%dT%H:%M:%fZ'
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'running', tries = excluded.tries, error = NULL,
        finished_at = NULL, duration_ms = NULL
- WHERE workflow_steps.status <> 'succeeded';
+ WHERE workflow_steps.status <> 'succeeded'
+RETURNING /*step_columns*/;
 
 -- name: step_retry
 UPDATE workflow_steps SET tries = ?, error = ?
- WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ? AND status = 'running';
+ WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ? AND status = 'running'
+RETURNING /*step_columns*/;
 
 -- name: step_finish
 UPDATE workflow_steps
@@ -147,7 +159,8 @@ UPDATE workflow_steps
        duration_ms = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
                                   - julianday(started_at)) * 86400000) AS INTEGER)
  WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ?
-   AND status IN ('running', 'waiting');
+   AND status IN ('running', 'waiting')
+RETURNING /*step_columns*/;
 
 -- name: step_failed_unstarted
 -- A step that failed with no open row: it failed before it started (e.g.
@@ -161,7 +174,8 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'failed', ?8,
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'failed', kind = excluded.kind, tries = excluded.tries, error = excluded.error,
        finished_at = excluded.finished_at, duration_ms = 0
- WHERE workflow_steps.status <> 'succeeded';
+ WHERE workflow_steps.status <> 'succeeded'
+RETURNING /*step_columns*/;
 
 -- name: step_skipped
 -- A succeeded row is final within its attempt (it has a checkpoint): the
@@ -172,7 +186,8 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'skipped', 0,
         strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, NULL, 0)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'skipped', finished_at = excluded.finished_at
- WHERE workflow_steps.status <> 'succeeded';
+ WHERE workflow_steps.status <> 'succeeded'
+RETURNING /*step_columns*/;
 
 -- name: insert_event
 INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id,

@@ -43,8 +43,14 @@ func q(name string) string {
 		panic("sqlitestore: no query " + name)
 	}
 	s = strings.Replace(s, "/*run_columns*/", runColumns, 1)
+	s = strings.Replace(s, "/*step_columns*/", stepColumns, 1)
 	return strings.Replace(s, "/*wait_columns*/", waitColumns, 1)
 }
+
+// stepColumns is the column list scanned by scanStep, substituted for the
+// /*step_columns*/ marker in queries.sql (the step writes' RETURNING).
+const stepColumns = `run_id, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
+	coalesce(duration_ms, 0), coalesce(error, '')`
 
 // waitColumns is the column list scanned by scanWait, substituted for the
 // /*wait_columns*/ marker in queries.sql.

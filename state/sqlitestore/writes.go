@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -64,8 +65,10 @@ type runMeta struct {
 //
 // When readRun is set or hooks need it, inTx reads the run the Change
 // names (t.ch.RunID, which fn may set) inside the transaction, after fn's
-// writes, and returns it: a method that returns the run it wrote reports
-// exactly what it committed, and cannot fail after its commit.
+// writes, and returns it, unless fn already set t.ch.Run (fenceRun: a
+// write that changes the run only through the fence): a method that
+// returns the run it wrote reports exactly what it committed, and cannot
+// fail after its commit.
 //
 // Errors are returned unprefixed: every caller wraps them with its own
 // "sqlitestore: <operation>:" prefix.
@@ -87,7 +90,7 @@ func (s *Store) inTx(ctx context.Context, op, runID string, readRun bool, fn fun
 	if t.idle {
 		hooks = nil
 	}
-	if t.ch.RunID != "" && (readRun || len(hooks) > 0) {
+	if t.ch.RunID != "" && t.ch.Run == nil && (readRun || len(hooks) > 0) {
 		if t.ch.Run, err = getRun(ctx, tx, "", t.ch.RunID); err != nil {
 			_ = tx.Rollback()
 			return nil, fmt.Errorf("read back run: %w", err)
@@ -165,6 +168,43 @@ func (s *Store) stepChanged(ctx context.Context, t *txn, k state.StepKey) error 
 	}
 	t.ch.Steps = append(t.ch.Steps, st)
 	return nil
+}
+
+// stepWrite runs a step write whose RETURNING is the step row
+// (/*step_columns*/) and reports whether it changed a row. With hooks the
+// row goes into the Change as the write left it, with no read-back.
+func (s *Store) stepWrite(ctx context.Context, t *txn, name string, args ...any) (bool, error) {
+	st, err := scanStep(t.queryRow(ctx, name, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, translate(err)
+	}
+	if len(s.cfg.Hooks) > 0 {
+		t.ch.Steps = append(t.ch.Steps, st)
+	}
+	return true, nil
+}
+
+// fenceRun is fence for a write that changes the run row only through the
+// fence (the step writes). With hooks it fences with fence_run, whose
+// RETURNING is the whole run row as the transaction leaves it, and records
+// that as Change.Run, so inTx does not read the run back.
+func (s *Store) fenceRun(ctx context.Context, t *txn, runID string, l starflowtype.Lease) (runMeta, error) {
+	if len(s.cfg.Hooks) == 0 {
+		return t.fence(ctx, runID, l)
+	}
+	r, err := scanRun(t.queryRow(ctx, "fence_run", runID, l.RunnerID, l.Epoch))
+	if errors.Is(err, sql.ErrNoRows) {
+		return runMeta{}, fmt.Errorf("run %s, runner %s, epoch %d: %w", runID, l.RunnerID, l.Epoch, starflowtype.ErrLeaseLost)
+	}
+	if err != nil {
+		return runMeta{}, fmt.Errorf("fence: %w", translate(err))
+	}
+	t.ch.Run = r
+	return runMeta{workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt, cancel: r.CancelRequested,
+		status: string(r.Status), parent: r.ParentRunID}, nil
 }
 
 // PutDefinition implements state.Adapter.
@@ -311,22 +351,19 @@ func (s *Store) RefreshLease(ctx context.Context, p *state.RefreshLeaseParams) (
 // OnNodeStart implements state.Adapter.
 func (s *Store) OnNodeStart(ctx context.Context, p *state.NodeStartParams) error {
 	_, err := s.inTx(ctx, "OnNodeStart", p.RunID, false, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		m, err := s.fenceRun(ctx, t, p.RunID, p.Lease)
 		if err != nil {
 			return err
 		}
 		if m.cancel {
 			return fmt.Errorf("run %s: %w", p.RunID, starflowtype.ErrCancelRequested)
 		}
-		if err := mustAffect(t.exec(ctx, "step_start", p.RunID, p.Attempt, p.ScopePath, p.StepID,
-			m.workspace, m.env, p.Kind, p.Try)); err != nil {
-			return fmt.Errorf("step %q already succeeded: %w", p.StepID, err)
+		if ok, err := s.stepWrite(ctx, t, "step_start", p.RunID, p.Attempt, p.ScopePath, p.StepID,
+			m.workspace, m.env, p.Kind, p.Try); err != nil || !ok {
+			return fmt.Errorf("step %q already succeeded: %w", p.StepID, cmp.Or(err, starflowtype.ErrConflict))
 		}
 		payload := tryPayload(p.Try, p.Payload)
-		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeStart, p.StepID, p.ScopePath, payload); err != nil {
-			return err
-		}
-		return s.stepChanged(ctx, t, p.StepKey)
+		return t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeStart, p.StepID, p.ScopePath, payload)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlitestore: node start %s: %w", p.StepID, err)
@@ -337,18 +374,15 @@ func (s *Store) OnNodeStart(ctx context.Context, p *state.NodeStartParams) error
 // OnNodeRetry implements state.Adapter.
 func (s *Store) OnNodeRetry(ctx context.Context, p *state.NodeRetryParams) error {
 	_, err := s.inTx(ctx, "OnNodeRetry", p.RunID, false, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		m, err := s.fenceRun(ctx, t, p.RunID, p.Lease)
 		if err != nil {
 			return err
 		}
-		if err := mustAffect(t.exec(ctx, "step_retry", p.Try, p.Error, p.RunID, p.Attempt, p.ScopePath, p.StepID)); err != nil {
-			return fmt.Errorf("step %q is not running: %w", p.StepID, err)
+		if ok, err := s.stepWrite(ctx, t, "step_retry", p.Try, p.Error, p.RunID, p.Attempt, p.ScopePath, p.StepID); err != nil || !ok {
+			return fmt.Errorf("step %q is not running: %w", p.StepID, cmp.Or(err, starflowtype.ErrConflict))
 		}
 		payload, _ := json.Marshal(map[string]any{"try": p.Try, "error": p.Error, "backoff_ms": p.Backoff.Milliseconds()})
-		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeRetry, p.StepID, p.ScopePath, payload); err != nil {
-			return err
-		}
-		return s.stepChanged(ctx, t, p.StepKey)
+		return t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeRetry, p.StepID, p.ScopePath, payload)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlitestore: node retry %s: %w", p.StepID, err)
@@ -360,13 +394,13 @@ func (s *Store) OnNodeRetry(ctx context.Context, p *state.NodeRetryParams) error
 // and checkpoint in one transaction.
 func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams) error {
 	_, err := s.inTx(ctx, "OnNodeComplete", p.RunID, false, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		m, err := s.fenceRun(ctx, t, p.RunID, p.Lease)
 		if err != nil {
 			return err
 		}
-		if err := mustAffect(t.exec(ctx, "step_finish", string(starflowtype.StepSucceeded), p.Try, nil,
-			p.RunID, p.Attempt, p.ScopePath, p.StepID)); err != nil {
-			return fmt.Errorf("step %q is not open: %w", p.StepID, err)
+		if ok, err := s.stepWrite(ctx, t, "step_finish", string(starflowtype.StepSucceeded), p.Try, nil,
+			p.RunID, p.Attempt, p.ScopePath, p.StepID); err != nil || !ok {
+			return fmt.Errorf("step %q is not open: %w", p.StepID, cmp.Or(err, starflowtype.ErrConflict))
 		}
 		faultpoint.Hit("sqlite.OnNodeComplete.after_step")
 		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeComplete, p.StepID, p.ScopePath, tryPayload(p.Try, nil)); err != nil {
@@ -386,7 +420,7 @@ func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams)
 			return fmt.Errorf("checkpoint: %w", translate(err))
 		}
 		faultpoint.Hit("sqlite.OnNodeComplete.after_checkpoint")
-		return s.stepChanged(ctx, t, p.StepKey)
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("sqlitestore: node complete %s: %w", p.StepID, err)
@@ -397,32 +431,29 @@ func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams)
 // OnNodeError implements state.Adapter.
 func (s *Store) OnNodeError(ctx context.Context, p *state.NodeErrorParams) error {
 	_, err := s.inTx(ctx, "OnNodeError", p.RunID, false, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		m, err := s.fenceRun(ctx, t, p.RunID, p.Lease)
 		if err != nil {
 			return err
 		}
-		res, err := t.exec(ctx, "step_finish", string(starflowtype.StepFailed), p.Try, p.Error,
+		ok, err := s.stepWrite(ctx, t, "step_finish", string(starflowtype.StepFailed), p.Try, p.Error,
 			p.RunID, p.Attempt, p.ScopePath, p.StepID)
 		if err != nil {
-			return translate(err)
+			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		if !ok {
 			// No open row: the step failed before it started (e.g. its
 			// `when` did not evaluate) and gets a failed row of its own,
 			// unless it succeeded, which is final within the attempt.
-			if err := mustAffect(t.exec(ctx, "step_failed_unstarted", p.RunID, p.Attempt, p.ScopePath, p.StepID,
-				m.workspace, m.env, p.Kind, p.Try, p.Error)); err != nil {
-				return fmt.Errorf("step %q already succeeded: %w", p.StepID, err)
+			if ok, err := s.stepWrite(ctx, t, "step_failed_unstarted", p.RunID, p.Attempt, p.ScopePath, p.StepID,
+				m.workspace, m.env, p.Kind, p.Try, p.Error); err != nil || !ok {
+				return fmt.Errorf("step %q already succeeded: %w", p.StepID, cmp.Or(err, starflowtype.ErrConflict))
 			}
 		}
 		payload := p.Payload
 		if payload == nil {
 			payload, _ = json.Marshal(map[string]any{"try": p.Try, "error": p.Error})
 		}
-		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeError, p.StepID, p.ScopePath, payload); err != nil {
-			return err
-		}
-		return s.stepChanged(ctx, t, p.StepKey)
+		return t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeError, p.StepID, p.ScopePath, payload)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlitestore: node error %s: %w", p.StepID, err)
@@ -433,22 +464,19 @@ func (s *Store) OnNodeError(ctx context.Context, p *state.NodeErrorParams) error
 // OnNodeSkipped implements state.Adapter.
 func (s *Store) OnNodeSkipped(ctx context.Context, p *state.NodeSkippedParams) error {
 	_, err := s.inTx(ctx, "OnNodeSkipped", p.RunID, false, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		m, err := s.fenceRun(ctx, t, p.RunID, p.Lease)
 		if err != nil {
 			return err
 		}
-		if err := mustAffect(t.exec(ctx, "step_skipped", p.RunID, p.Attempt, p.ScopePath, p.StepID,
-			m.workspace, m.env, p.Kind)); err != nil {
-			return fmt.Errorf("step %q already succeeded: %w", p.StepID, err)
+		if ok, err := s.stepWrite(ctx, t, "step_skipped", p.RunID, p.Attempt, p.ScopePath, p.StepID,
+			m.workspace, m.env, p.Kind); err != nil || !ok {
+			return fmt.Errorf("step %q already succeeded: %w", p.StepID, cmp.Or(err, starflowtype.ErrConflict))
 		}
 		var payload json.RawMessage
 		if p.Reason != "" {
 			payload, _ = json.Marshal(map[string]any{"reason": p.Reason})
 		}
-		if err := t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeSkipped, p.StepID, p.ScopePath, payload); err != nil {
-			return err
-		}
-		return s.stepChanged(ctx, t, p.StepKey)
+		return t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeSkipped, p.StepID, p.ScopePath, payload)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlitestore: node skipped %s: %w", p.StepID, err)

@@ -222,6 +222,45 @@ func (s *suite) testHooks(t *testing.T) {
 			equal(t, "OnNodeComplete change step status", ch.Steps[0].Status, starflowtype.StepSucceeded)
 		}
 
+		// The other step writes: retry, error (of a started step and of one
+		// that never started), skipped. Each Change carries the run and the
+		// step row exactly as stored.
+		checkStep := func(op string, k state.StepKey, status starflowtype.StepStatus) {
+			t.Helper()
+			ch := rec.last(op)
+			checkRun(ch, r.ID)
+			checkEvents(ch, r.ID, mark)
+			if len(ch.Steps) != 1 || !reflect.DeepEqual(ch.Steps[0], h.step(k)) {
+				t.Errorf("%s Change.Steps = %s, want the stored row %s", op, dump(ch.Steps), dump(h.step(k)))
+			} else {
+				equal(t, op+" change step status", ch.Steps[0].Status, status)
+			}
+		}
+		k2 := stepKey(c, "", "flaky")
+		h.nodeStart(k2, l, 1)
+		mark = h.lastEventID(r.ID)
+		if err := h.a.OnNodeRetry(h.ctx(), &state.NodeRetryParams{StepKey: k2, Lease: l, Try: 2, Error: "boom"}); err != nil {
+			t.Fatal(err)
+		}
+		checkStep("OnNodeRetry", k2, starflowtype.StepRunning)
+		mark = h.lastEventID(r.ID)
+		if err := h.a.OnNodeError(h.ctx(), &state.NodeErrorParams{StepKey: k2, Lease: l, Kind: "noop", Try: 2, Error: "boom again"}); err != nil {
+			t.Fatal(err)
+		}
+		checkStep("OnNodeError", k2, starflowtype.StepFailed)
+		k3 := stepKey(c, "", "never_started")
+		mark = h.lastEventID(r.ID)
+		if err := h.a.OnNodeError(h.ctx(), &state.NodeErrorParams{StepKey: k3, Lease: l, Kind: "noop", Try: 1, Error: "when failed"}); err != nil {
+			t.Fatal(err)
+		}
+		checkStep("OnNodeError", k3, starflowtype.StepFailed)
+		k4 := stepKey(c, "", "skipped")
+		mark = h.lastEventID(r.ID)
+		if err := h.a.OnNodeSkipped(h.ctx(), &state.NodeSkippedParams{StepKey: k4, Lease: l, Kind: "noop", Reason: "when false"}); err != nil {
+			t.Fatal(err)
+		}
+		checkStep("OnNodeSkipped", k4, starflowtype.StepSkipped)
+
 		mark = h.lastEventID(r.ID)
 		if _, err := h.a.OnRunComplete(h.ctx(), &state.RunCompleteParams{RunID: r.ID, Lease: l, Output: []byte(`1`)}); err != nil {
 			t.Fatal(err)

@@ -38,6 +38,7 @@ type Store struct {
 	closed   bool
 	runs     map[string]*warm.RunEntry
 	steps    map[string]map[stepKey]*warm.StepEntry
+	events   map[string][]*warm.EventEntry // per run, sorted by id, bounded
 	progress map[string]map[progressKey]*warm.Progress
 	vars     map[sessionKey]json.RawMessage
 	presence map[string]presenceEntry
@@ -55,6 +56,7 @@ func NewWithClock(now func() time.Time) *Store {
 		now:      now,
 		runs:     map[string]*warm.RunEntry{},
 		steps:    map[string]map[stepKey]*warm.StepEntry{},
+		events:   map[string][]*warm.EventEntry{},
 		progress: map[string]map[progressKey]*warm.Progress{},
 		vars:     map[sessionKey]json.RawMessage{},
 		presence: map[string]presenceEntry{},
@@ -113,6 +115,7 @@ func (s *Store) DeleteRun(ctx context.Context, runID string) error {
 	defer s.mu.Unlock()
 	delete(s.runs, runID)
 	delete(s.steps, runID)
+	delete(s.events, runID)
 	delete(s.progress, runID)
 	return nil
 }
@@ -159,6 +162,39 @@ func (s *Store) ListSteps(ctx context.Context, runID string) ([]*warm.StepEntry,
 	for _, st := range s.steps[runID] {
 		c := *st
 		out = append(out, &c)
+	}
+	return out, nil
+}
+
+// AppendEvents implements warm.Store.
+func (s *Store) AppendEvents(ctx context.Context, runID string, evs []*warm.EventEntry, keep int) error {
+	if err := warm.ValidateEvents(runID, evs); err != nil {
+		return err
+	}
+	add := make([]*warm.EventEntry, len(evs))
+	for i, e := range evs {
+		add[i] = cloneEvent(e)
+	}
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if feed, changed := warm.MergeEvents(s.events[runID], add, keep); changed {
+		s.events[runID] = feed
+	}
+	return nil
+}
+
+// ListEvents implements warm.Store.
+func (s *Store) ListEvents(ctx context.Context, runID string, afterID int64) ([]*warm.EventEntry, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	after := warm.EventsAfter(s.events[runID], afterID)
+	out := make([]*warm.EventEntry, len(after))
+	for i, e := range after {
+		out[i] = cloneEvent(e)
 	}
 	return out, nil
 }
@@ -284,5 +320,11 @@ func cloneRun(e *warm.RunEntry) *warm.RunEntry {
 	c := *e
 	c.CurrentSteps = slices.Clone(e.CurrentSteps)
 	c.Output = slices.Clone(e.Output)
+	return &c
+}
+
+func cloneEvent(e *warm.EventEntry) *warm.EventEntry {
+	c := *e
+	c.Payload = slices.Clone(e.Payload)
 	return &c
 }

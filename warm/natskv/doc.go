@@ -4,10 +4,11 @@
 //
 // # Buckets and keys
 //
-// Five KV buckets, named from Options.Prefix (default "starflow"):
+// Six KV buckets, named from Options.Prefix (default "starflow"):
 //
 //	<prefix>_runs      one entry per run           key T(run_id)
 //	<prefix>_steps     one entry per step instance key T(run_id).T(attempt).T(scope_path).T(step_id)
+//	<prefix>_events    recent events of a run      key T(run_id)   (a JSON array, newest N by id)
 //	<prefix>_progress  latest report per step      key T(run_id).T(scope_path).T(step_id)   (MaxAge ProgressMaxAge)
 //	<prefix>_presence  one entry per runner        key T(runner_id)                         (MaxAge PresenceMaxAge)
 //	<prefix>_session   session variables           key T(workspace).T(session).T(key)
@@ -24,6 +25,16 @@
 // entry) or Update (at the revision read); on a revision conflict, read
 // again. Any number of writers, in any number of processes, end with the
 // highest version.
+//
+// # Events
+//
+// A run's recent-events feed is one key holding the JSON array of its
+// newest events (sorted by id, at most the keep passed to AppendEvents,
+// and within the server's max_payload), updated by the same revision
+// compare-and-set as PutRun, merging by event id: a re-applied event adds
+// nothing, and ListEvents is one read. Rejected: one key per event (a
+// write is one Put, but a read lists the run's keys — a consumer per
+// call — and keeping N needs a listing and purges on every append).
 //
 // # Presence expiry
 //

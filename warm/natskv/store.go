@@ -116,7 +116,7 @@ type bucket struct {
 	name   string
 }
 
-type buckets struct{ runs, steps, progress, presence, session bucket }
+type buckets struct{ runs, steps, events, progress, presence, session bucket }
 
 // Store is the NATS JetStream KV warm store. Safe for concurrent use.
 type Store struct {
@@ -258,6 +258,9 @@ func (s *Store) buckets(ctx context.Context, op string) (*buckets, error) {
 		return nil, err
 	}
 	if b.steps, err = mk("steps", "step instances", 0); err != nil {
+		return nil, err
+	}
+	if b.events, err = mk("events", "recent events per run", 0); err != nil {
 		return nil, err
 	}
 	if b.progress, err = mk("progress", "step progress", s.o.ProgressMaxAge); err != nil {
@@ -404,6 +407,9 @@ func (s *Store) DeleteRun(ctx context.Context, runID string) error {
 	if err := s.purge(ctx, b.progress, runFilter(runID)); err != nil {
 		return s.wrap("DeleteRun", runID+": progress", err)
 	}
+	if err := s.purge(ctx, b.events, runKey(runID)); err != nil {
+		return s.wrap("DeleteRun", runID+": events", err)
+	}
 	if err := s.purge(ctx, b.runs, runKey(runID)); err != nil {
 		return s.wrap("DeleteRun", runID, err)
 	}
@@ -518,6 +524,122 @@ func (s *Store) ListSteps(ctx context.Context, runID string) ([]*warm.StepEntry,
 		out = append(out, &st)
 	}
 	return out, nil
+}
+
+// eventsMaxBytesDefault bounds one run's encoded feed when the server's
+// max_payload is unknown.
+const eventsMaxBytesDefault = 512 << 10
+
+// eventsMaxBytes is the size bound of one run's encoded feed: the
+// server's max_payload less room for the message headers.
+func (s *Store) eventsMaxBytes() int {
+	if mp := s.nc.MaxPayload(); mp > 8<<10 {
+		return int(mp) - 4<<10
+	}
+	return eventsMaxBytesDefault
+}
+
+// encodeFeed encodes a feed within maxBytes: the oldest events are dropped
+// until it fits, and a lone event that still does not fit keeps its
+// fields but not its payload (PayloadOmitted).
+func encodeFeed(feed []*warm.EventEntry, maxBytes int) ([]byte, error) {
+	for {
+		data, err := json.Marshal(feed)
+		if err != nil || len(data) <= maxBytes {
+			return data, err
+		}
+		if len(feed) > 1 {
+			// Drop about as many oldest events as the excess needs.
+			drop := max(1, len(feed)*(len(data)-maxBytes)/len(data))
+			feed = feed[min(drop, len(feed)-1):]
+			continue
+		}
+		if feed[0].PayloadOmitted {
+			return nil, fmt.Errorf("event %d is %d bytes without its payload (bound %d)", feed[0].ID, len(data), maxBytes)
+		}
+		c := *feed[0]
+		c.Payload, c.PayloadOmitted = nil, true
+		feed = []*warm.EventEntry{&c}
+	}
+}
+
+// AppendEvents implements warm.Store: the run's feed is one key of the
+// events bucket holding the JSON array of its newest events, updated by a
+// revision compare-and-set (read, merge by id, write at the revision
+// read; on a conflict read again), so concurrent drainers lose nothing.
+// The encoded feed is also bounded by the server's max_payload (oldest
+// events dropped first).
+func (s *Store) AppendEvents(ctx context.Context, runID string, evs []*warm.EventEntry, keep int) error {
+	if err := warm.ValidateEvents(runID, evs); err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	ctx, cancel, b, err := s.call(ctx, "AppendEvents "+runID)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	key := runKey(runID)
+	for range maxCASAttempts {
+		var feed []*warm.EventEntry
+		var rev uint64
+		cur, err := b.events.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return s.wrap("AppendEvents", runID, err)
+		default:
+			rev = cur.Revision()
+			// A feed that does not decode is replaced: the warm tier is a
+			// projection.
+			if json.Unmarshal(cur.Value(), &feed) != nil {
+				feed = nil
+			}
+		}
+		merged, changed := warm.MergeEvents(feed, evs, keep)
+		if !changed && rev != 0 {
+			return nil
+		}
+		data, err := encodeFeed(merged, s.eventsMaxBytes())
+		if err != nil {
+			return fmt.Errorf("warm/natskv: AppendEvents %s: %w: %w", runID, warm.ErrInvalid, err)
+		}
+		if rev == 0 {
+			_, err = b.events.kv.Create(ctx, key, data)
+		} else {
+			_, err = b.events.kv.Update(ctx, key, data, rev)
+		}
+		if err == nil {
+			return nil
+		}
+		if !isConflict(err) {
+			return s.wrap("AppendEvents", runID, err)
+		}
+	}
+	return fmt.Errorf("warm/natskv: AppendEvents %s: %d revision conflicts in a row", runID, maxCASAttempts)
+}
+
+// ListEvents implements warm.Store: one read of the run's feed key.
+func (s *Store) ListEvents(ctx context.Context, runID string, afterID int64) ([]*warm.EventEntry, error) {
+	ctx, cancel, b, err := s.call(ctx, "ListEvents "+runID)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	ent, err := b.events.kv.Get(ctx, runKey(runID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return []*warm.EventEntry{}, nil
+	}
+	if err != nil {
+		return nil, s.wrap("ListEvents", runID, err)
+	}
+	var feed []*warm.EventEntry
+	if err := json.Unmarshal(ent.Value(), &feed); err != nil {
+		return nil, fmt.Errorf("warm/natskv: ListEvents %s: decode feed: %w", runID, err)
+	}
+	return warm.EventsAfter(feed, afterID), nil
 }
 
 // PutSessionVar implements warm.Store; a nil value purges the key.

@@ -42,6 +42,8 @@ func Run(t *testing.T, open func(t *testing.T) warm.Store) {
 		{"RunConcurrentPutEndsWithMaxVersion", testRunConcurrent},
 		{"RunKeysNeedNoEscapingByCaller", testRunOddIDs},
 		{"Steps", testSteps},
+		{"EventsFeedIdempotentBounded", testEvents},
+		{"EventsConcurrentAppendsLoseNothing", testEventsConcurrent},
 		{"SessionVars", testSessionVars},
 		{"ProgressLatestPerStep", testProgress},
 		{"PresenceExpires", testPresence},
@@ -442,6 +444,13 @@ func testInvalid(t *testing.T, s warm.Store) {
 	_, cases["PutRun empty id"] = s.PutRun(ctx, &warm.RunEntry{Version: 1}, false)
 	cases["PutStep nil"] = s.PutStep(ctx, nil)
 	cases["PutStep no step id"] = s.PutStep(ctx, &warm.StepEntry{RunID: "r"})
+	cases["AppendEvents empty run"] = s.AppendEvents(ctx, "", []*warm.EventEntry{event("", 1)}, 0)
+	cases["AppendEvents nil event"] = s.AppendEvents(ctx, "r", []*warm.EventEntry{nil}, 0)
+	cases["AppendEvents id 0"] = s.AppendEvents(ctx, "r", []*warm.EventEntry{event("r", 0)}, 0)
+	cases["AppendEvents other run"] = s.AppendEvents(ctx, "r", []*warm.EventEntry{event("q", 1)}, 0)
+	noType := event("r", 1)
+	noType.EventType = ""
+	cases["AppendEvents no type"] = s.AppendEvents(ctx, "r", []*warm.EventEntry{noType}, 0)
 	cases["PutSessionVar empty key"] = s.PutSessionVar(ctx, "w", "s", "", json.RawMessage(`1`))
 	cases["PutProgress fraction 1.5"] = s.PutProgress(ctx, &warm.Progress{RunID: "r", StepID: "a", Fraction: 1.5})
 	cases["PutProgress nil"] = s.PutProgress(ctx, nil)
@@ -468,5 +477,138 @@ func testClose(t *testing.T, s warm.Store) {
 	}
 	if _, err := s.GetRun(ctx, "r"); err == nil || errors.Is(err, warm.ErrNotFound) {
 		t.Fatalf("GetRun after Close = %v, want a closed-store error", err)
+	}
+}
+
+func event(runID string, id int64) *warm.EventEntry {
+	return &warm.EventEntry{
+		ID: id, RunID: runID, Attempt: 1, EventType: "node_complete", NodeID: fmt.Sprintf("n%d", id),
+		ScopePath: "", Payload: json.RawMessage(fmt.Sprintf(`{"try":%d}`, id)),
+		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, int(id)*1000, time.UTC),
+	}
+}
+
+func eventIDs(evs []*warm.EventEntry) []int64 {
+	ids := make([]int64, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	return ids
+}
+
+func seq(from, to int64) []int64 {
+	var out []int64
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// testEvents: the feed is ordered by id, fields round-trip, a re-applied
+// event adds nothing, afterID pages, the newest keep are kept, and
+// DeleteRun drops the feed.
+func testEvents(t *testing.T, s warm.Store) {
+	ctx := ctxT(t)
+	got, err := s.ListEvents(ctx, "r1", 0)
+	must(t, err, "ListEvents of a run without a feed")
+	if len(got) != 0 {
+		t.Fatalf("ListEvents of a run without a feed = %v, want empty", eventIDs(got))
+	}
+	// Out of order within one call and across calls.
+	must(t, s.AppendEvents(ctx, "r1", []*warm.EventEntry{event("r1", 3), event("r1", 1)}, 10), "AppendEvents 3,1")
+	must(t, s.AppendEvents(ctx, "r1", []*warm.EventEntry{event("r1", 2)}, 10), "AppendEvents 2")
+	got, err = s.ListEvents(ctx, "r1", 0)
+	must(t, err, "ListEvents")
+	if !slices.Equal(eventIDs(got), []int64{1, 2, 3}) {
+		t.Fatalf("feed ids %v, want [1 2 3]", eventIDs(got))
+	}
+	want := event("r1", 2)
+	g := got[1]
+	if g.RunID != want.RunID || g.Attempt != want.Attempt || g.EventType != want.EventType || g.NodeID != want.NodeID ||
+		g.ScopePath != want.ScopePath || string(g.Payload) != string(want.Payload) || !g.CreatedAt.Equal(want.CreatedAt) {
+		t.Fatalf("event 2 = %+v, want %+v", g, want)
+	}
+	// Re-applied events (alone and with a new one) add nothing twice.
+	changed := event("r1", 2)
+	changed.EventType = "changed"
+	must(t, s.AppendEvents(ctx, "r1", []*warm.EventEntry{changed}, 10), "re-append 2")
+	must(t, s.AppendEvents(ctx, "r1", []*warm.EventEntry{event("r1", 3), event("r1", 4)}, 10), "re-append 3 with 4")
+	got, err = s.ListEvents(ctx, "r1", 0)
+	must(t, err, "ListEvents")
+	if !slices.Equal(eventIDs(got), []int64{1, 2, 3, 4}) || got[1].EventType != "node_complete" {
+		t.Fatalf("after re-appends: ids %v (event 2 type %q), want [1 2 3 4] unchanged", eventIDs(got), got[1].EventType)
+	}
+	got, err = s.ListEvents(ctx, "r1", 2)
+	must(t, err, "ListEvents after 2")
+	if !slices.Equal(eventIDs(got), []int64{3, 4}) {
+		t.Fatalf("ListEvents after 2 = %v, want [3 4]", eventIDs(got))
+	}
+	got, err = s.ListEvents(ctx, "r1", 4)
+	must(t, err, "ListEvents after 4")
+	if len(got) != 0 {
+		t.Fatalf("ListEvents after the newest = %v, want empty", eventIDs(got))
+	}
+	// Bounded: keep 5 of 1..12; an event older than a full feed is not
+	// brought back.
+	var batch []*warm.EventEntry
+	for id := int64(5); id <= 12; id++ {
+		batch = append(batch, event("r1", id))
+	}
+	must(t, s.AppendEvents(ctx, "r1", batch, 5), "AppendEvents 5..12 keep 5")
+	must(t, s.AppendEvents(ctx, "r1", []*warm.EventEntry{event("r1", 1)}, 5), "re-append 1 to a full feed")
+	got, err = s.ListEvents(ctx, "r1", 0)
+	must(t, err, "ListEvents")
+	if !slices.Equal(eventIDs(got), seq(8, 12)) {
+		t.Fatalf("bounded feed %v, want %v", eventIDs(got), seq(8, 12))
+	}
+	// keep <= 0 is the default bound.
+	batch = nil
+	for id := int64(1); id <= warm.EventsKeepDefault+10; id++ {
+		batch = append(batch, event("r2", id))
+	}
+	must(t, s.AppendEvents(ctx, "r2", batch, 0), "AppendEvents default keep")
+	got, err = s.ListEvents(ctx, "r2", 0)
+	must(t, err, "ListEvents r2")
+	if !slices.Equal(eventIDs(got), seq(11, warm.EventsKeepDefault+10)) {
+		t.Fatalf("default-bounded feed has %d events from %d, want %d from 11", len(got), eventIDs(got)[0], warm.EventsKeepDefault)
+	}
+	// Feeds are per run; DeleteRun drops one.
+	must(t, s.DeleteRun(ctx, "r1"), "DeleteRun r1")
+	got, err = s.ListEvents(ctx, "r1", 0)
+	must(t, err, "ListEvents after DeleteRun")
+	if len(got) != 0 {
+		t.Fatalf("feed after DeleteRun = %v, want empty", eventIDs(got))
+	}
+	got, err = s.ListEvents(ctx, "r2", warm.EventsKeepDefault+9)
+	must(t, err, "ListEvents r2")
+	if !slices.Equal(eventIDs(got), []int64{warm.EventsKeepDefault + 10}) {
+		t.Fatalf("r2 after deleting r1: %v", eventIDs(got))
+	}
+}
+
+// testEventsConcurrent: writers appending to one run's feed at once (as
+// several drainers may) lose no event.
+func testEventsConcurrent(t *testing.T, s warm.Store) {
+	ctx := ctxT(t)
+	const writers, perWriter = 8, 6
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*perWriter)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				id := int64(w*perWriter + i + 1)
+				errs <- s.AppendEvents(ctx, "hot", []*warm.EventEntry{event("hot", id)}, 1000)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		must(t, err, "concurrent AppendEvents")
+	}
+	got, err := s.ListEvents(ctx, "hot", 0)
+	must(t, err, "ListEvents hot")
+	if !slices.Equal(eventIDs(got), seq(1, writers*perWriter)) {
+		t.Fatalf("after concurrent appends: %v, want 1..%d", eventIDs(got), writers*perWriter)
 	}
 }
