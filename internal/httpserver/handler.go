@@ -140,17 +140,7 @@ func New(cfg Config) (http.Handler, error) {
 			problem(w, http.StatusMethodNotAllowed, "method not allowed", fmt.Sprintf("%s %s: only %s", r.Method, r.URL.Path, allow))
 			return
 		}
-		//	GET /live/runs/{id}          LiveRunView from the warm tier (404 absent, 503 warm down or off)
-		//	GET /live/runs/{id}/events   LiveEventsView, ?after=ID (400 bad after, 503 warm down or off)
-		//	GET /live/runners            LiveRunnersView from the warm tier (503 warm down or off)
-		//	POST /wake/{token}           wake the wait the token names with the JSON body as its
-		//	                             payload (empty: null): 200 WakeResult; 401 token invalid
-		//	                             (forged, malformed, unknown key, no wait has it); 410 wait
-		//	                             closed or token expired; 400 body not JSON; 413 body over
-		//	                             MaxWakeBody; 415 a Content-Type that is not JSON
-		//
-		// POST /wake/{token} needs no credentials: the signed, single-use token
-		// is the capability.
+		problem(w, http.StatusNotFound, "not found", fmt.Sprintf("no route %s %s (routes: GET /healthz, /metrics, /live/runs/{id}, /live/runs/{id}/events, /live/runners; POST /wake/{token})", r.Method, r.URL.Path))
 	})
 	return mux, nil
 }
