@@ -178,9 +178,17 @@ func TestDevListenerAndWarm(t *testing.T) {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
-	code, body = httpGet(t, base+"/live/runners")
-	if code != 200 || !strings.Contains(body, `"runs_held": 0`) {
-		t.Fatalf("/live/runners: %d %s", code, body)
+	// Presence is published every --presence-interval: the run's end shows
+	// in it at the next beat, not at once.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		code, body = httpGet(t, base+"/live/runners")
+		if code == 200 && strings.Contains(body, `"runs_held": 0`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/live/runners: %d %s", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if code, body := httpGet(t, base+"/live/runs/00000000-0000-0000-0000-000000000000"); code != 404 || !strings.Contains(body, `"status":404`) {
 		t.Fatalf("unknown live run: %d %s", code, body)
