@@ -79,7 +79,11 @@ type Adapter interface {
 	OnNodeError(ctx context.Context, p *NodeErrorParams) error
 	// OnNodeSkipped records a step whose `when` was false (or whose
 	// dependency failed): step row skipped, node_skipped appended. No
-	// checkpoint.
+	// checkpoint. A step instance already skipped in the same attempt (the
+	// run continued after a durable wait or a graceful release and
+	// re-evaluated the step) is left as it is: nothing is written, no event
+	// is appended, no hook runs, and it returns nil. A succeeded step
+	// instance returns ErrConflict.
 	OnNodeSkipped(ctx context.Context, p *NodeSkippedParams) error
 	// RecordPhaseIfChanged sets workflow_runs.phase and appends a phase event
 	// when the phase differs from the stored one.

@@ -195,13 +195,15 @@ RETURNING /*step_columns*/;
 
 -- name: step_skipped
 -- A succeeded row is final within its attempt (it has a checkpoint): the
--- upsert then changes nothing and the caller reports ErrConflict.
+-- upsert then changes nothing and the caller reports ErrConflict. A row
+-- already skipped is left as it is too (no row returned): the caller writes
+-- no second node_skipped event (a continued attempt re-evaluates the step).
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
                             kind, status, tries, started_at, finished_at, duration_ms, error)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'skipped', 0, now(), now(), 0, NULL)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'skipped', finished_at = excluded.finished_at
- WHERE workflow_steps.status <> 'succeeded'
+ WHERE workflow_steps.status NOT IN ('succeeded', 'skipped')
 RETURNING /*step_columns*/;
 
 -- name: insert_event

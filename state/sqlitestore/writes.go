@@ -468,9 +468,23 @@ func (s *Store) OnNodeSkipped(ctx context.Context, p *state.NodeSkippedParams) e
 		if err != nil {
 			return err
 		}
-		if ok, err := s.stepWrite(ctx, t, "step_skipped", p.RunID, p.Attempt, p.ScopePath, p.StepID,
-			m.workspace, m.env, p.Kind); err != nil || !ok {
-			return fmt.Errorf("step %q already succeeded: %w", p.StepID, cmp.Or(err, starflowtype.ErrConflict))
+		ok, err := s.stepWrite(ctx, t, "step_skipped", p.RunID, p.Attempt, p.ScopePath, p.StepID,
+			m.workspace, m.env, p.Kind)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// No row changed: the step is succeeded (a conflict) or already
+			// skipped in this attempt (nothing to write, so no hook runs).
+			st, err := scanStep(t.queryRow(ctx, "get_step", p.RunID, p.Attempt, p.ScopePath, p.StepID))
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("read step: %w", translate(err))
+			}
+			if err == nil && st.Status == starflowtype.StepSkipped {
+				t.idle = true
+				return nil
+			}
+			return fmt.Errorf("step %q already succeeded: %w", p.StepID, starflowtype.ErrConflict)
 		}
 		var payload json.RawMessage
 		if p.Reason != "" {

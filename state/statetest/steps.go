@@ -3,6 +3,7 @@ package statetest
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -169,6 +170,41 @@ func (s *suite) testSteps(t *testing.T) {
 			equal(t, "node_skipped node_id", evs[0].NodeID, "charge")
 			equal(t, "node_skipped scope_path", evs[0].ScopePath, "fanout.lane_a")
 		}
+	})
+
+	t.Run("SkippedTwiceWritesOnce", func(t *testing.T) {
+		t.Parallel()
+		// A run continued after a durable wait re-evaluates a skipped step
+		// in the same attempt: the second OnNodeSkipped writes nothing.
+		rec := newRecorder(t, false)
+		h := s.stored(t, rec.hook)
+		run, l := h.started(nil, runnerA)
+		k := stepKey(run, "ship.item_0", "small")
+		mark := h.lastEventID(run.ID)
+		skip := func() error {
+			return h.a.OnNodeSkipped(h.ctx(), &state.NodeSkippedParams{StepKey: k, Lease: l, Kind: "context_set", Reason: "when was false"})
+		}
+		if err := skip(); err != nil {
+			t.Fatalf("first OnNodeSkipped: %v", err)
+		}
+		if ch := rec.last("OnNodeSkipped"); len(ch.Events) != 1 || len(ch.Steps) != 1 {
+			t.Errorf("first OnNodeSkipped change: %d events, %d steps, want 1 and 1", len(ch.Events), len(ch.Steps))
+		}
+		first := h.step(k)
+		hookCalls := func() int { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.changes) }
+		hooksBefore := hookCalls()
+		if err := skip(); err != nil {
+			t.Fatalf("second OnNodeSkipped of a skipped step: %v (want nil)", err)
+		}
+		if n := hookCalls() - hooksBefore; n != 0 {
+			t.Errorf("second OnNodeSkipped ran the hooks %d times, want none (nothing was written)", n)
+		}
+		wantEventTypes(t, h.eventsAfter(run.ID, mark), starflowtype.EventNodeSkipped)
+		if st := h.step(k); !reflect.DeepEqual(st, first) {
+			t.Errorf("second OnNodeSkipped changed the step row:\nbefore %+v\nafter  %+v", first, st)
+		}
+		equal(t, "step rows", len(h.steps(run.ID, 0)), 1)
+		equal(t, "checkpoints", len(h.checkpoints(run.ID, 0)), 0)
 	})
 
 	t.Run("Error", func(t *testing.T) {
