@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/workflow"
 )
 
 // readPayload validates a --payload value: JSON, or @FILE holding JSON.
@@ -52,7 +55,8 @@ or, without knowing the run, by correlation key (the wait's correlation_key):
 The oldest pending wait for NAME (of that run, or with that key) is woken and its run
 re-queued, in one transaction. When no such wait exists yet — the run has not reached its
 wait step — the signal is kept in the durable wake inbox and consumed when the wait
-registers; it is never lost.`,
+registers; it is never lost. A NAME that no wait step of the run's definition listens
+for (a typo?) is held too, with a warning on stderr naming the signals it does wait for.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case key == "" && len(args) != 2:
@@ -106,6 +110,9 @@ registers; it is never lost.`,
 				id = " (inbox entry " + res.Inbox.ID + ")"
 			}
 			fmt.Printf("signal %s is held in the wake inbox for %s%s: no wait for it yet; it wakes the wait when it registers\n", name, to, id)
+			if runID != "" {
+				warnUnknownSignal(cmd, eng, runID, name)
+			}
 			return nil
 		},
 	}
@@ -120,4 +127,52 @@ func stepLabel(w *starflowtype.Wait) string {
 		return w.StepID
 	}
 	return w.ScopePath + "/" + w.StepID
+}
+
+// warnUnknownSignal prints a warning on stderr when no wait step of the
+// run's definition listens for signal name (a typo, most likely), naming
+// the signals it does wait for. The signal stays held in the inbox (a later
+// revision may wait for it); a definition that cannot be read or parsed
+// here (a custom step type of another process) gives no warning.
+func warnUnknownSignal(cmd *cobra.Command, eng *starflow.Engine, runID, name string) {
+	ctx := cmd.Context()
+	run, err := eng.Store().GetRun(ctx, &state.GetRunParams{ID: runID})
+	if err != nil || run.DefinitionID == "" {
+		return
+	}
+	row, err := eng.Store().GetDefinition(ctx, &state.GetDefinitionParams{ID: run.DefinitionID})
+	if err != nil {
+		return
+	}
+	def, err := eng.Parse(row.Name, row.Spec)
+	if err != nil {
+		return
+	}
+	names := waitSignalNames(def)
+	if slices.Contains(names, name) {
+		return
+	}
+	waits := "it waits for no signal"
+	if len(names) > 0 {
+		waits = "it waits for: " + strings.Join(names, ", ")
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "warning: no wait step of run %s's definition %s waits for signal %q; %s\n",
+		runID, row.Name, name, waits)
+}
+
+// waitSignalNames lists, sorted and without repeats, the signal names the
+// wait steps of def listen for, nested constructs included: wait.signal,
+// and an approval's signal (default the step id). Timer waits have none.
+func waitSignalNames(def *workflow.Definition) []string {
+	var names []string
+	def.Walk(func(s *workflow.Step, _ []*workflow.Step) bool {
+		if s.Wait != nil {
+			if n := s.Wait.SignalName(s.ID); n != "" {
+				names = append(names, n)
+			}
+		}
+		return true
+	})
+	slices.Sort(names)
+	return slices.Compact(names)
 }
