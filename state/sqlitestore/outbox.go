@@ -130,7 +130,7 @@ func (s *Store) takeDrainLease(ctx context.Context, owner string) (bool, error) 
 VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now', ?))
 ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, until = excluded.until
 WHERE mirror_drain_lock.owner = excluded.owner OR mirror_drain_lock.until < `+sqliteNow,
-		drainLeaseName, owner, modifier(drainLeaseTTL))
+		drainLeaseName, owner, sqliteOffset(drainLeaseTTL))
 	if err != nil {
 		return false, fmt.Errorf("sqlitestore: drain outbox: take the drain lease: %w", translate(err))
 	}
@@ -155,7 +155,7 @@ func (s *Store) renewDrainLease(ctx context.Context, lost context.CancelFunc, ow
 		case <-t.C:
 		}
 		res, err := s.write.ExecContext(ctx, `UPDATE mirror_drain_lock SET until = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?)
-WHERE name = ? AND owner = ?`, modifier(drainLeaseTTL), drainLeaseName, owner)
+WHERE name = ? AND owner = ?`, sqliteOffset(drainLeaseTTL), drainLeaseName, owner)
 		if err == nil {
 			if n, _ := res.RowsAffected(); n == 0 {
 				lost()
@@ -182,16 +182,11 @@ func (s *Store) PruneOutbox(ctx context.Context, p *state.PruneOutboxParams) (in
 	}
 	res, err := s.write.ExecContext(ctx, `DELETE FROM mirror_outbox WHERE id IN (
 SELECT id FROM mirror_outbox WHERE applied_at IS NOT NULL
-AND applied_at < strftime('%Y-%m-%dT%H:%M:%fZ','now', ?) LIMIT ?)`, modifier(-p.OlderThan), limit)
+AND applied_at < strftime('%Y-%m-%dT%H:%M:%fZ','now', ?) LIMIT ?)`, sqliteOffset(-p.OlderThan), limit)
 	if err != nil {
 		return 0, fmt.Errorf("sqlitestore: prune outbox: %w", translate(err))
 	}
 	return res.RowsAffected()
-}
-
-// modifier is a SQLite date modifier adding d ("+1.500 seconds").
-func modifier(d time.Duration) string {
-	return fmt.Sprintf("%+.3f seconds", d.Seconds())
 }
 
 // OutboxStats implements state.Outbox.
@@ -252,7 +247,7 @@ func (s *Store) MirrorRuns(ctx context.Context, p *state.MirrorRunsParams) ([]*s
 		query = cols + `WHERE (r.status NOT IN ('succeeded', 'failed', 'cancelled')
 OR coalesce(r.completed_at, r.updated_at) >= strftime('%Y-%m-%dT%H:%M:%fZ','now', ?))
 AND r.id > ? ORDER BY r.id LIMIT ?`
-		args = []any{modifier(-p.FinishedWithin), p.AfterID, limit}
+		args = []any{sqliteOffset(-p.FinishedWithin), p.AfterID, limit}
 	}
 	rows, err := s.read.QueryContext(ctx, query, args...)
 	if err != nil {
