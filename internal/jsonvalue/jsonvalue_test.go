@@ -36,7 +36,7 @@ func TestDecodeRefusesNonFinite(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, in, number, path string
-		line, col             int
+		line, col              int
 	}{
 		{"root", `1e400`, "1e400", "$", 1, 1},
 		{"negative", `-1e400`, "-1e400", "$", 1, 1},
