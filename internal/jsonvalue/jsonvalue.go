@@ -64,6 +64,9 @@ func Decode(raw []byte) (any, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
+		if err == io.EOF {
+			return nil, errors.New("no JSON value (the input is empty)")
+		}
 		return nil, err
 	}
 	// Only white space may follow (dec.More alone lets a stray ']' or '}'
