@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/starflow/starflow"
@@ -93,5 +97,34 @@ func TestSignalAndEnqueueRefuseNonFinite(t *testing.T) {
 	}
 	if len(after) != len(before) {
 		t.Fatalf("a refused enqueue created a run: %d runs before, %d after", len(before), len(after))
+	}
+}
+
+// A service_call whose JSON answer holds 1e400 fails its step at once,
+// without retries (the same request would get the same answer), with an
+// error naming the number; the run fails rather than carrying ±Inf.
+func TestServiceCallNonFiniteAnswerFailsStep(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"price": 1e400}`)
+	}))
+	defer srv.Close()
+	h := newHarness(t, starflow.Config{})
+	h.start()
+	run := h.runToEnd(`
+name: inf-answer
+steps:
+  - id: quote
+    service_call: {url: "${{ input.url }}"}
+    retry_policy: {max_attempts: 3, initial_interval: 1ms}
+`, map[string]any{"url": srv.URL})
+	if run.Status != starflowtype.RunFailed || !strings.Contains(run.Error, "1e400") || !strings.Contains(run.Error, "$.price") {
+		t.Fatalf("run %s: %s", run.Status, run.Error)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the service was called %d times, want 1 (not retried)", n)
 	}
 }
