@@ -194,7 +194,7 @@ var invalidCases = []invalidCase{
 	{"integer out of range", "name: a\nmax_attempts: 99999999999999999999\n" + okSteps, "t.yaml:2:15: ", "integer 99999999999999999999 is out of range"},
 	{"infinity", "name: a\noutput: {x: .inf}\n" + okSteps, "t.yaml:2:13: ", "numbers must be finite"},
 	{"negative infinity", "name: a\nsteps:\n  - id: a\n    context_set: {x: -.Inf}\n", "t.yaml:4:22: ", "numbers must be finite, not -.Inf"},
-	{"nan", "name: a\nsteps:\n  - id: a\n    pass: [1, .NaN]\n", "t.yaml:4:15: ", "numbers must be finite, not .NaN"},
+	{"nan", "name: a\nsteps:\n  - id: a\n    context_set: {x: [1, .NaN]}\n", "t.yaml:4:26: ", "numbers must be finite, not .NaN"},
 	{"float overflow", "name: a\noutput: {x: 1e400}\n" + okSteps, "t.yaml:2:13: ", "number 1e400 is out of range: numbers must be finite"},
 	{"integer overflow digits", "name: a\noutput: {x: 1" + strings.Repeat("0", 400) + "}\n" + okSteps, "t.yaml:2:13: ", "is out of range (integers are 64-bit)"},
 	{"float overflow negative", "name: a\noutput: {x: -1.5E+309}\n" + okSteps, "t.yaml:2:13: ", "number -1.5E+309 is out of range"},
