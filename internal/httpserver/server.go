@@ -51,9 +51,10 @@ type ServerConfig struct {
 	MaxHeaderBytes int
 	// AllowedHosts are the names, besides the loopback ones, that the Host
 	// header of a request to a loopback listener may carry: a reverse
-	// proxy's public name (e.g. the host of --wake-url). "NAME" matches
-	// NAME with any port. Requests to a loopback listener with another
-	// Host are refused 403 (DNS rebinding).
+	// proxy's public name (e.g. the host of --wake-url), matched without
+	// regard to case or port (a port in an entry is ignored). Requests to
+	// a loopback listener with another Host are refused 403 (DNS
+	// rebinding).
 	AllowedHosts []string
 }
 
