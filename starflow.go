@@ -333,6 +333,9 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 		return nil, err
 	}
 	decoded, err := jsonvalue.Decode(raw)
+	if errors.Is(err, jsonvalue.ErrNonFinite) {
+		return nil, fmt.Errorf("input: %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("input is not JSON: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
@@ -23,8 +24,10 @@ import (
 // (nothing changes on any of them): starflowtype.ErrTokenInvalid (forged,
 // malformed, signed by an unknown key), starflowtype.ErrWaitClosed
 // (expired, already used, the wait timed out or was cancelled),
-// ErrNotFound (no wait has that id and token), or a payload that is not
-// JSON.
+// ErrNotFound (no wait has that id and token), or
+// starflowtype.ErrPayloadInvalid (the payload is not one JSON value or
+// holds a number with no finite value, like 1e400: checked first, so the
+// token stays usable).
 func (e *Engine) Wake(ctx context.Context, token string, payload json.RawMessage) (*starflowtype.Wait, error) {
 	return e.wake(ctx, "", token, payload)
 }
@@ -69,7 +72,8 @@ func (e *Engine) wake(ctx context.Context, runID, token string, payload json.Raw
 // woken (its run re-queued), or, when the run does not wait for it yet,
 // the signal is kept in the wake inbox and consumed when such a wait
 // registers. Errors: ErrNotFound (no such run), ErrConflict (the run has
-// ended), a payload that is not JSON.
+// ended), starflowtype.ErrPayloadInvalid (not one JSON value, or a number
+// with no finite value; nothing is delivered or held).
 func (e *Engine) Signal(ctx context.Context, runID, name string, payload json.RawMessage) (*state.SignalResult, error) {
 	if runID == "" || name == "" {
 		return nil, errors.New("signal: run id and signal name are required")
@@ -79,8 +83,8 @@ func (e *Engine) Signal(ctx context.Context, runID, name string, payload json.Ra
 
 // SignalKey delivers the signal name to whichever run waits for it with
 // correlationKey (a `wait` with that correlation_key), or keeps it in the
-// wake inbox for the first such wait to register. Errors: a payload that
-// is not JSON.
+// wake inbox for the first such wait to register. Errors:
+// starflowtype.ErrPayloadInvalid, as Signal.
 func (e *Engine) SignalKey(ctx context.Context, name, correlationKey string, payload json.RawMessage) (*state.SignalResult, error) {
 	if name == "" || correlationKey == "" {
 		return nil, errors.New("signal: signal name and correlation key are required")
@@ -117,13 +121,15 @@ func (e *Engine) DeliverNotify(ctx context.Context, w *starflowtype.Wait) error 
 	return e.engine.DeliverNotify(ctx, w)
 }
 
-// wakePayload checks a wake payload: empty is null.
+// wakePayload checks a wake payload: empty is null; otherwise one JSON
+// value whose numbers are all finite (errors wrap
+// starflowtype.ErrPayloadInvalid and say what and where).
 func wakePayload(p json.RawMessage) (json.RawMessage, error) {
 	if len(p) == 0 {
 		return json.RawMessage("null"), nil
 	}
-	if !json.Valid(p) {
-		return nil, errors.New("wake payload is not valid JSON")
+	if err := jsonvalue.Validate(p); err != nil {
+		return nil, fmt.Errorf("%w: %w", starflowtype.ErrPayloadInvalid, err)
 	}
 	return p, nil
 }

@@ -31,7 +31,9 @@ type Health struct {
 	Status string `json:"status"`
 	// StoreOK reports whether the cold store answered a read.
 	StoreOK bool `json:"store_ok"`
-	// StoreError is the cold store's error when it did not.
+	// StoreError is "cold store unreachable" when it did not answer. The
+	// driver's error (which can name the database, its user, a schema or a
+	// SQLSTATE) goes to the engine's log only, never into the answer.
 	StoreError string `json:"store_error,omitempty"`
 	// Warm is ok, warning or critical (always ok without a warm tier).
 	Warm WarmLevel `json:"warm"`
@@ -46,7 +48,8 @@ type Health struct {
 	// OutboxOldestAgeSeconds is the age of the oldest unapplied row in
 	// seconds (0 when none).
 	OutboxOldestAgeSeconds float64 `json:"outbox_oldest_age_seconds"`
-	// OutboxError is the error of the outbox read, when it failed.
+	// OutboxError is "outbox unreadable" when the outbox read failed (the
+	// driver's error goes to the log only).
 	OutboxError string `json:"outbox_error,omitempty"`
 	// RunnerID is the in-process runner's identity ("" without one).
 	RunnerID string `json:"runner_id,omitempty"`
@@ -54,11 +57,18 @@ type Health struct {
 	CheckedAt time.Time `json:"checked_at"`
 }
 
+// The fixed texts of Health.StoreError and Health.OutboxError.
+const (
+	HealthStoreUnreachable = "cold store unreachable"
+	HealthOutboxUnreadable = "outbox unreadable"
+)
+
 // Health answers the health check: the cold store answers a read, and,
 // with a warm tier, the outbox depth, the age of its oldest unapplied row
 // (database clock) and the warm store's reachability, with the warm level
 // from WarmOptions.HealthWarning / HealthCritical (an unreachable warm
-// store is at least warning). It never fails: errors are in the answer.
+// store is at least warning). It never fails: failures are in the answer
+// as fixed texts, with the drivers' errors logged (Config.Logger, warn).
 // It also refreshes the outbox gauges of Metrics.
 func (e *Engine) Health(ctx context.Context) Health {
 	h := Health{Status: "ok", StoreOK: true, Warm: WarmOK, CheckedAt: time.Now().UTC()}
@@ -66,7 +76,8 @@ func (e *Engine) Health(ctx context.Context) Health {
 		h.RunnerID = e.runner.ID()
 	}
 	if _, err := e.cfg.Store.ListRuns(ctx, &state.ListRunsParams{WorkspaceID: e.cfg.Workspace, Limit: 1}); err != nil {
-		h.Status, h.StoreOK, h.StoreError = "unavailable", false, err.Error()
+		e.cfg.Logger.Warn("health: the cold store did not answer", "error", err)
+		h.Status, h.StoreOK, h.StoreError = "unavailable", false, HealthStoreUnreachable
 	}
 	if e.tier.mirror == nil {
 		return h
@@ -77,7 +88,10 @@ func (e *Engine) Health(ctx context.Context) Health {
 	h.WarmReachable = mh.WarmReachable
 	h.OutboxPending = mh.OutboxPending
 	h.OutboxOldestAgeSeconds = mh.OldestAgeSeconds
-	h.OutboxError = mh.Error
+	if mh.Error != "" {
+		e.cfg.Logger.Warn("health: the outbox could not be read", "error", mh.Error)
+		h.OutboxError = HealthOutboxUnreadable
+	}
 	if !h.WarmReachable {
 		h.WarmError = "the warm store did not answer a ping"
 	}

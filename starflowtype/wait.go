@@ -88,8 +88,8 @@ type SessionVar struct {
 	UpdatedAt   time.Time       `json:"updated_at"`
 }
 
-// Wake errors. The HTTP API maps ErrTokenInvalid to 401 and ErrWaitClosed
-// to 410 (SPEC §6).
+// Wake errors. The HTTP API maps ErrTokenInvalid to 401, ErrWaitClosed
+// to 410 (SPEC §6) and ErrPayloadInvalid to 400.
 var (
 	// ErrTokenInvalid: a wake token that does not verify (forged, malformed,
 	// signed by an unknown key, or naming another run than the one asked
@@ -98,4 +98,10 @@ var (
 	// ErrWaitClosed: the wait is no longer pending (already woken, timed
 	// out, cancelled) or its token expired. Nothing changed.
 	ErrWaitClosed = errors.New("wait closed")
+	// ErrPayloadInvalid: a wake or signal payload that is not one JSON
+	// value, or holds a number with no finite value (1e400). Checked before
+	// the token is verified or anything is written: nothing changed, and
+	// the token still wakes its wait with a valid payload. The HTTP API
+	// maps it to 400.
+	ErrPayloadInvalid = errors.New("wake payload invalid")
 )

@@ -532,12 +532,28 @@ func keyLength(key string) int {
 
 var digitsOnly = regexp.MustCompile(`^[-+]?[0-9_]+$`)
 
+// plainNumber is YAML 1.2's float form (which covers JSON numbers), as the
+// YAML library matches it after dropping underscores.
+var plainNumber = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
+
 func (r *reader) scalar(n *yaml.Node, pos Pos) *vnode {
 	v := &vnode{pos: pos, style: n.Style}
 	switch t := n.ShortTag(); t {
 	case "!!str", "!!timestamp", "!!merge":
 		if !utf8.ValidString(n.Value) {
 			r.errs.add(pos, nil, "string is not valid UTF-8")
+			return invalid
+		}
+		if t == "!!str" && n.Style == 0 && plainNumber.MatchString(strings.ReplaceAll(n.Value, "_", "")) {
+			// An untagged plain scalar shaped like a number that the YAML
+			// library left a string because it overflows a float64 (1e400,
+			// or 400 digits): YAML 1.2 and JSON both say it is a number,
+			// and it has no finite value.
+			if digitsOnly.MatchString(n.Value) {
+				r.errs.add(pos, nil, "integer %s is out of range (integers are 64-bit)", n.Value)
+			} else {
+				r.errs.add(pos, nil, "number %s is out of range: numbers must be finite 64-bit floats (at most ±1.8e308); quote it to mean a string", n.Value)
+			}
 			return invalid
 		}
 		v.kind, v.s = vString, n.Value

@@ -17,6 +17,7 @@ import (
 
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/internal/engine"
+	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/workflow"
@@ -191,7 +192,8 @@ func pausedExit(ctx context.Context, store state.Adapter, g *globalFlags, r *sta
 		r.ID, pausedAt(waits), g.storeArg())}
 }
 
-// readInput reads --input: inline JSON or @FILE.
+// readInput reads --input: inline JSON or @FILE, a JSON object whose
+// numbers are all finite.
 func readInput(s string) (json.RawMessage, error) {
 	if s == "" {
 		return nil, nil
@@ -205,8 +207,15 @@ func readInput(s string) (json.RawMessage, error) {
 		}
 		data, where = b, name
 	}
-	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
+	v, err := jsonvalue.Decode(data)
+	if errors.Is(err, jsonvalue.ErrNonFinite) {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if err != nil {
+		var x any
+		if uerr := json.Unmarshal(data, &x); uerr != nil {
+			err = uerr // its syntax error has the offset
+		}
 		return nil, fmt.Errorf("%s is not valid JSON: %s", where, jsonErrorText(data, err))
 	}
 	if _, ok := v.(map[string]any); !ok {

@@ -11,13 +11,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/workflow"
 )
 
-// readPayload validates a --payload value: JSON, or @FILE holding JSON.
-// Empty means none (the wait's output is then null).
+// readPayload validates a --payload value: JSON, or @FILE holding JSON,
+// whose numbers are all finite (1e400 is refused, exit 2, before the store
+// is opened). Empty means none (the wait's output is then null).
 func readPayload(s string) (json.RawMessage, error) {
 	if s == "" {
 		return nil, nil
@@ -30,9 +32,14 @@ func readPayload(s string) (json.RawMessage, error) {
 		}
 		data, where = b, "payload file "+name
 	}
-	if !json.Valid(data) {
+	if err := jsonvalue.Validate(data); err != nil {
+		if errors.Is(err, jsonvalue.ErrNonFinite) {
+			return nil, &exitError{code: exitBadPayload, msg: fmt.Sprintf("%s: %v; nothing was sent", where, err)}
+		}
 		var v any
-		err := json.Unmarshal(data, &v)
+		if uerr := json.Unmarshal(data, &v); uerr != nil {
+			err = uerr // its syntax error has the offset
+		}
 		return nil, &exitError{code: exitBadPayload, msg: fmt.Sprintf("%s is not valid JSON: %s", where, jsonErrorText(data, err))}
 	}
 	return json.RawMessage(data), nil
@@ -90,6 +97,8 @@ for (a typo?) is held too, with a warning on stderr naming the signals it does w
 				res, err = eng.SignalKey(cmd.Context(), name, key, body)
 			}
 			switch {
+			case errors.Is(err, starflowtype.ErrPayloadInvalid):
+				return &exitError{code: exitBadPayload, msg: err.Error() + "; nothing was sent"}
 			case errors.Is(err, starflowtype.ErrNotFound):
 				return &exitError{code: 1, msg: fmt.Sprintf("no run with id %q in this store", runID)}
 			case errors.Is(err, starflowtype.ErrConflict):

@@ -67,7 +67,8 @@ output; the run is re-queued and a runner continues it. A token is single use.
 The token is verified with the keys in ` + envWakeKeys + ` (the same ring the runners
 sign with), or else with the keys stored in the store.
 
-Exit status: 0 woken; ` + fmt.Sprint(exitBadPayload) + ` the payload is not JSON; ` + fmt.Sprint(exitTokenInvalid) + ` the token is invalid (forged, malformed,
+Exit status: 0 woken; ` + fmt.Sprint(exitBadPayload) + ` the payload is not JSON, or holds a number with no
+finite value such as 1e400 (the token is not used); ` + fmt.Sprint(exitTokenInvalid) + ` the token is invalid (forged, malformed,
 signed by an unknown key, or no wait of this store has it); ` + fmt.Sprint(exitWaitClosed) + ` the wait is
 closed or the token expired (already used, woken, timed out or cancelled).
 Nothing changes unless the exit status is 0.`,
@@ -85,6 +86,8 @@ Nothing changes unless the exit status is 0.`,
 			defer closeStore()
 			w, err := eng.Wake(cmd.Context(), token, body)
 			switch {
+			case errors.Is(err, starflowtype.ErrPayloadInvalid):
+				return &exitError{code: exitBadPayload, msg: err.Error() + "; the token was not used"}
 			case errors.Is(err, starflowtype.ErrTokenInvalid):
 				return &exitError{code: exitTokenInvalid, msg: "token invalid: it is malformed, altered, or signed by a key that neither " +
 					envWakeKeys + " nor this store holds"}

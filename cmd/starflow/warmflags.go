@@ -40,6 +40,7 @@ type warmFlags struct {
 	dir         string // --warm-dir: the embedded NATS server's data
 	defaultAddr string
 	wakeURL     string // --wake-url: the wake_url template of notify requests
+	listen      listenFlags
 	opts        starflow.WarmOptions
 }
 
@@ -60,6 +61,7 @@ func (w *warmFlags) register(cmd *cobra.Command, defaultWarm, defaultAddr string
 		wakeHelp = fmt.Sprintf("the wake_url notify receivers get, {token} replaced by the wake token: set it to the server's public URL, e.g. https://starflow.example.com%s (env %s; default none: wake_url is empty unless --addr is given)", wakePath, envWakeURL)
 	}
 	cmd.Flags().StringVar(&w.wakeURL, "wake-url", "", wakeHelp)
+	w.listen.register(cmd)
 	cmd.Flags().StringVar(&w.dir, "warm-dir", "", "data directory of --warm embedded (default: the SQLite file's path + .warm, or ./starflow.warm)")
 	cmd.Flags().DurationVar(&w.opts.HealthWarning, "warm-health-warn", starflow.HealthWarningDefault, "health says warning when the oldest unapplied outbox row is older than this")
 	cmd.Flags().DurationVar(&w.opts.HealthCritical, "warm-health-critical", starflow.HealthCriticalDefault, "health says critical past this age")
@@ -107,6 +109,9 @@ func (w *warmFlags) resolve(cmd *cobra.Command) error {
 			return err
 		}
 	}
+	if err := w.listen.resolve(cmd); err != nil {
+		return err
+	}
 	if w.opts.HealthCritical <= w.opts.HealthWarning {
 		return fmt.Errorf("--warm-health-critical (%s) must exceed --warm-health-warn (%s)", w.opts.HealthCritical, w.opts.HealthWarning)
 	}
@@ -133,18 +138,21 @@ func mirrorFromEnv() bool {
 // listener is the HTTP listener (nil srv: none). It is bound before the
 // engine is built (so the wake URL can name the port actually bound) and
 // serves once the engine exists.
-type listener struct{ srv *httpserver.Server }
+type listener struct {
+	srv    *httpserver.Server
+	listen *listenFlags
+}
 
 // bind binds --addr (no listener when it is empty).
 func (w *warmFlags) bind() (*listener, error) {
 	if w.addr == "" {
 		return &listener{}, nil
 	}
-	srv, err := httpserver.Bind(w.addr)
+	srv, err := httpserver.Bind(w.addr, w.listen.serverConfig(w.wakeURL))
 	if err != nil {
 		return nil, fmt.Errorf("%w (choose another address with --addr or %s)", err, envAddr)
 	}
-	return &listener{srv: srv}, nil
+	return &listener{srv: srv, listen: &w.listen}, nil
 }
 
 // resolveWakeURL is the engine's Config.WakeURL: --wake-url (or
@@ -185,7 +193,7 @@ func (l *listener) serve(eng *starflow.Engine, log *slog.Logger) error {
 	// The engine's metrics, and the Go runtime's and the process's.
 	proc := prometheus.NewRegistry()
 	proc.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	h, err := httpserver.New(httpserver.Config{Backend: eng, Gatherer: prometheus.Gatherers{eng.Metrics(), proc}, Logger: log})
+	h, err := httpserver.New(l.listen.handlerConfig(httpserver.Config{Backend: eng, Gatherer: prometheus.Gatherers{eng.Metrics(), proc}, Logger: log}))
 	if err != nil {
 		return err
 	}

@@ -7,9 +7,15 @@
 // problem documents.
 //
 // The handler is a plain http.Handler over a Backend (implemented by
-// *starflow.Engine), so a Go program can mount it itself.
+// *starflow.Engine), so a Go program can mount it itself. POST
+// /wake/{token} is rate-limited per client IP (Config.WakeRate,
+// WakeBurst: 429 with Retry-After). The listener (Bind, Listen) bounds
+// every connection with timeouts and a header limit (ServerConfig) and,
+// bound to loopback, answers only requests whose Host is one of its names
+// (403 otherwise: DNS rebinding). Nothing it answers carries a store's or
+// warm store's own error text; that goes to the log.
 //
 // Import rule: the standard library, the root package starflow (for its
-// Health and live types), package warm, starflowtype and the Prometheus
-// client; never a store.
+// Health and live types), package warm, starflowtype, internal/jsonvalue,
+// the Prometheus client and golang.org/x/time/rate; never a store.
 package httpserver

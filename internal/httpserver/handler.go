@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/warm"
 )
@@ -55,6 +56,22 @@ type Config struct {
 	Timeout time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// WakeRate is how many POST /wake/{token} requests per second one
+	// client (IP address; an IPv6 client by its /64) may send on average.
+	// Default WakeRateDefault (10); negative turns the limit off. A client
+	// over it gets 429 with Retry-After, before its body is read.
+	WakeRate float64
+	// WakeBurst is how many wake requests a client may send at once before
+	// WakeRate applies. Default WakeBurstDefault (20).
+	WakeBurst int
+	// ClientIPHeader names the header a trusted reverse proxy puts the
+	// client's address in (X-Forwarded-For, X-Real-IP), for the wake rate
+	// limit: its last address is the client when the request comes from a
+	// loopback peer. Default "": the connection's peer address (behind a
+	// proxy, every client then shares the proxy's limit).
+	ClientIPHeader string
+	// Now is the clock of the rate limit. Default time.Now.
+	Now func() time.Time
 }
 
 // TimeoutDefault bounds one health check or live read.
@@ -104,8 +121,10 @@ type LiveRunnersView struct {
 //	POST /wake/{token}           wake the wait the token names with the JSON body as its
 //	                             payload (empty: null): 200 WakeResult; 401 token invalid
 //	                             (forged, malformed, unknown key, no wait has it); 410 wait
-//	                             closed or token expired; 400 body not JSON; 413 body over
-//	                             MaxWakeBody; 415 a Content-Type that is not JSON
+//	                             closed or token expired; 400 body not JSON or holding a
+//	                             number with no finite value (1e400); 413 body over
+//	                             MaxWakeBody; 415 a Content-Type that is not JSON; 429 the
+//	                             client is over WakeRate/WakeBurst (Retry-After in seconds)
 //
 // POST /wake/{token} needs no credentials: the signed, single-use token
 // is the capability.
@@ -122,7 +141,22 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.WakeRate == 0 {
+		cfg.WakeRate = WakeRateDefault
+	}
+	if cfg.WakeBurst == 0 {
+		cfg.WakeBurst = WakeBurstDefault
+	}
+	if cfg.WakeBurst < 0 {
+		return nil, fmt.Errorf("httpserver: WakeBurst must not be negative, got %d", cfg.WakeBurst)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	h := &handler{cfg: cfg}
+	if cfg.WakeRate > 0 {
+		h.wakeLimit = newClientLimiter(cfg.WakeRate, cfg.WakeBurst, WakeClientsMax, cfg.Now)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", h.health)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{
@@ -145,7 +179,10 @@ func New(cfg Config) (http.Handler, error) {
 	return mux, nil
 }
 
-type handler struct{ cfg Config }
+type handler struct {
+	cfg       Config
+	wakeLimit *clientLimiter // nil: no limit
+}
 
 // allowed is the Allow header of a known path ("" when unknown).
 func allowed(p string) string {
@@ -160,6 +197,16 @@ func allowed(p string) string {
 
 // wake serves POST /wake/{token}.
 func (h *handler) wake(w http.ResponseWriter, r *http.Request) {
+	if h.wakeLimit != nil {
+		if ok, wait := h.wakeLimit.allow(clientKey(r, h.cfg.ClientIPHeader)); !ok {
+			secs := retryAfterSeconds(wait)
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			problem(w, http.StatusTooManyRequests, "too many requests", fmt.Sprintf(
+				"this client sent more than %d wake requests at once or more than %g per second; retry after %d s (nothing changed)",
+				h.cfg.WakeBurst, h.cfg.WakeRate, secs))
+			return
+		}
+	}
 	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSONType(ct) {
 		problem(w, http.StatusUnsupportedMediaType, "unsupported media type", fmt.Sprintf("Content-Type %q: the wake payload is JSON (send application/json, or no body for null)", ct))
 		return
@@ -175,9 +222,14 @@ func (h *handler) wake(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body = bytes.TrimSpace(body)
-	if len(body) > 0 && !json.Valid(body) {
-		problem(w, http.StatusBadRequest, "payload is not JSON", "the request body is the wake payload and must be one JSON value (or empty for null)")
-		return
+	if len(body) > 0 {
+		if err := jsonvalue.Validate(body); errors.Is(err, jsonvalue.ErrNonFinite) {
+			problem(w, http.StatusBadRequest, "payload number out of range", "the wake payload's "+err.Error()+"; nothing changed, the token is still usable")
+			return
+		} else if err != nil {
+			problem(w, http.StatusBadRequest, "payload is not JSON", "the request body is the wake payload and must be one JSON value (or empty for null)")
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
@@ -191,6 +243,8 @@ func (h *handler) wake(w http.ResponseWriter, r *http.Request) {
 		// A well-signed token no wait has: as invalid as a forged one (the
 		// CLI's exit 3), and no hint whether such a wait exists.
 		problem(w, http.StatusUnauthorized, "wake token invalid", "no wait has this token; nothing changed")
+	case errors.Is(err, starflowtype.ErrPayloadInvalid):
+		problem(w, http.StatusBadRequest, "payload invalid", "the wake payload was refused; nothing changed, the token is still usable")
 	case errors.Is(err, starflowtype.ErrWaitClosed):
 		problem(w, http.StatusGone, "wait closed", "the wait is no longer pending or the token expired (a token wakes once; the wait may have been woken, timed out or cancelled); nothing changed")
 	default:
@@ -293,8 +347,9 @@ func (h *handler) liveError(w http.ResponseWriter, what string, err error) {
 	case errors.Is(err, starflow.ErrNoWarm):
 		problem(w, http.StatusServiceUnavailable, "no warm tier", what+": this process runs without a warm store (--warm)")
 	default:
+		// The warm store's own error text stays in the log.
 		h.cfg.Logger.Warn("live read failed", "what", what, "error", err)
-		problem(w, http.StatusServiceUnavailable, "warm tier unavailable", what+": "+err.Error())
+		problem(w, http.StatusServiceUnavailable, "warm tier unavailable", what+": the warm store did not answer (the process log has the details)")
 	}
 }
 

@@ -181,8 +181,10 @@ func TestLiveRun(t *testing.T) {
 	if code, _, body := get(t, h, "/live/runs/r1"); code != 503 || !strings.Contains(body, "no warm tier") {
 		t.Fatalf("without a warm tier: %d %s", code, body)
 	}
-	b.runErr = errors.New("nats: no servers available")
-	if code, _, body := get(t, h, "/live/runs/r1"); code != 503 || !strings.Contains(body, "no servers available") {
+	// The warm store's own error text stays in the log (issue 10 item 6).
+	b.runErr = errors.New("nats: no servers available at nats://user:pw@10.0.0.7:4222")
+	if code, _, body := get(t, h, "/live/runs/r1"); code != 503 || !strings.Contains(body, "warm store did not answer") ||
+		strings.Contains(body, "nats") || strings.Contains(body, "10.0.0.7") {
 		t.Fatalf("warm down: %d %s", code, body)
 	}
 }
@@ -213,7 +215,7 @@ func TestNewNeedsBackend(t *testing.T) {
 
 func TestListen(t *testing.T) {
 	h, _ := New(Config{Backend: &fakeBackend{health: starflow.Health{Status: "ok", StoreOK: true, Warm: starflow.WarmOK}}})
-	s, err := Listen("127.0.0.1:0", h)
+	s, err := Listen("127.0.0.1:0", h, ServerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,10 +233,10 @@ func TestListen(t *testing.T) {
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatalf("second Shutdown: %v", err)
 	}
-	if _, err := Listen("nonsense", h); err == nil || !strings.Contains(err.Error(), "nonsense") {
+	if _, err := Listen("nonsense", h, ServerConfig{}); err == nil || !strings.Contains(err.Error(), "nonsense") {
 		t.Fatalf("bad address: %v", err)
 	}
-	if _, err := Listen(s.Addr()+"x", h); err == nil {
+	if _, err := Listen(s.Addr()+"x", h, ServerConfig{}); err == nil {
 		t.Fatal("bad port: no error")
 	}
 }

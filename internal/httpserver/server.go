@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -14,13 +15,88 @@ import (
 // server` when --addr is not given: loopback only.
 const AddrDefault = "127.0.0.1:8480"
 
+// Defaults of ServerConfig.
+const (
+	// ReadHeaderTimeoutDefault bounds reading a request's headers: a
+	// client that sends them slowly (slowloris) is disconnected.
+	ReadHeaderTimeoutDefault = 5 * time.Second
+	// ReadTimeoutDefault bounds reading a whole request, body included
+	// (a wake payload is at most MaxWakeBody).
+	ReadTimeoutDefault = 30 * time.Second
+	// WriteTimeoutDefault bounds writing a response, from the end of the
+	// request's headers. Every route answers at once (reads are bounded
+	// by Config.Timeout, 5 s); a streaming route would lift it for itself
+	// with http.ResponseController.SetWriteDeadline.
+	WriteTimeoutDefault = 30 * time.Second
+	// IdleTimeoutDefault is how long a kept-alive connection may wait for
+	// its next request (longer than a reverse proxy's usual 60 s upstream
+	// keep-alive, so the proxy closes first).
+	IdleTimeoutDefault = 120 * time.Second
+	// MaxHeaderBytesDefault bounds a request's header block (request line
+	// and headers); more is answered 431.
+	MaxHeaderBytesDefault = 64 << 10
+)
+
+// ServerConfig configures the listener. Zero fields take the defaults.
+type ServerConfig struct {
+	// ReadHeaderTimeout: default ReadHeaderTimeoutDefault (5 s).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout: default ReadTimeoutDefault (30 s).
+	ReadTimeout time.Duration
+	// WriteTimeout: default WriteTimeoutDefault (30 s).
+	WriteTimeout time.Duration
+	// IdleTimeout: default IdleTimeoutDefault (120 s).
+	IdleTimeout time.Duration
+	// MaxHeaderBytes (bytes): default MaxHeaderBytesDefault (64 KiB).
+	MaxHeaderBytes int
+	// AllowedHosts are the names, besides the loopback ones, that the Host
+	// header of a request to a loopback listener may carry: a reverse
+	// proxy's public name (e.g. the host of --wake-url), matched without
+	// regard to case or port (a port in an entry is ignored). Requests to
+	// a loopback listener with another Host are refused 403 (DNS
+	// rebinding).
+	AllowedHosts []string
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c ServerConfig) WithDefaults() ServerConfig {
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = ReadHeaderTimeoutDefault
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = ReadTimeoutDefault
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = WriteTimeoutDefault
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = IdleTimeoutDefault
+	}
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = MaxHeaderBytesDefault
+	}
+	return c
+}
+
+// Validate reports an AllowedHosts entry that is not a host name or IP
+// address (with an optional port).
+func (c ServerConfig) Validate() error {
+	for _, h := range c.AllowedHosts {
+		if hostName(h) == "" || strings.ContainsAny(h, "/ @?#") {
+			return fmt.Errorf("allowed host %q: want a host name or IP address (e.g. starflow.example.com)", h)
+		}
+	}
+	return nil
+}
+
 // Server is a bound listener. Listen binds and serves; Bind binds only
 // (so Addr is known before the handler exists) and Serve starts serving.
 // Stop it with Shutdown.
 type Server struct {
-	srv  *http.Server
-	ln   net.Listener
-	done chan error
+	srv   *http.Server
+	ln    net.Listener
+	done  chan error
+	hosts map[string]bool // names a loopback listener answers to; nil: any
 
 	mu      sync.Mutex
 	serving bool
@@ -32,8 +108,8 @@ type Server struct {
 
 // Listen binds addr ("HOST:PORT"; port 0 picks a free one) and serves h in
 // the background. Errors name the address.
-func Listen(addr string, h http.Handler) (*Server, error) {
-	s, err := Bind(addr)
+func Listen(addr string, h http.Handler, cfg ServerConfig) (*Server, error) {
+	s, err := Bind(addr, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -47,20 +123,69 @@ func Listen(addr string, h http.Handler) (*Server, error) {
 // yet: connections wait in the backlog until Serve. It lets a process
 // learn the bound address (Addr) before it builds what the handler serves,
 // e.g. the engine whose wake URL names this listener. Errors name the
-// address.
-func Bind(addr string) (*Server, error) {
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+// address, or the cfg field that is wrong.
+//
+// The server applies cfg's timeouts and header limit to every connection,
+// and, when addr is a loopback address, answers only requests whose Host
+// names this listener: 127.0.0.1, localhost, [::1], addr's own host, or
+// one of cfg.AllowedHosts (any port: a port forward changes it, and DNS
+// rebinding works by name). Others get 403.
+func Bind(addr string, cfg ServerConfig) (*Server, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
 		return nil, fmt.Errorf("listen address %q: want HOST:PORT (e.g. 127.0.0.1:8480): %w", addr, err)
 	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
 	}
-	return &Server{
-		srv:  &http.Server{ReadHeaderTimeout: 10 * time.Second},
+	s := &Server{
+		srv: &http.Server{
+			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+			ReadTimeout:       cfg.ReadTimeout,
+			WriteTimeout:      cfg.WriteTimeout,
+			IdleTimeout:       cfg.IdleTimeout,
+			MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		},
 		ln:   ln,
 		done: make(chan error, 1),
-	}, nil
+	}
+	if IsLoopback(addr) {
+		s.hosts = map[string]bool{"127.0.0.1": true, "localhost": true, "::1": true, strings.ToLower(host): true}
+		for _, h := range cfg.AllowedHosts {
+			s.hosts[hostName(h)] = true
+		}
+	}
+	return s, nil
+}
+
+// hostName is the lower-case name or address of a Host value, without
+// its port or IPv6 brackets ("" when there is none).
+func hostName(hostport string) string {
+	h := hostport
+	if name, _, err := net.SplitHostPort(hostport); err == nil {
+		h = name
+	}
+	return strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+}
+
+// hostGuard refuses, with 403, a request whose Host header names another
+// host than this listener's (a DNS-rebinding page). A request without
+// Host (HTTP/1.0) cannot be a rebinding and passes.
+func (s *Server) hostGuard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host != "" && !s.hosts[hostName(r.Host)] {
+			problem(w, http.StatusForbidden, "host not allowed", fmt.Sprintf(
+				"Host %q is not a name of this listener: a loopback listener answers to 127.0.0.1, localhost, [::1] and the names allowed with --allowed-host (protection against DNS rebinding)",
+				r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Serve serves h on the bound listener in the background. Errors: a
@@ -78,6 +203,9 @@ func (s *Server) Serve(h http.Handler) error {
 		return fmt.Errorf("httpserver: listener %s is already serving", s.Addr())
 	}
 	s.serving = true
+	if s.hosts != nil {
+		h = s.hostGuard(h)
+	}
 	s.srv.Handler = h
 	go func() {
 		err := s.srv.Serve(s.ln)

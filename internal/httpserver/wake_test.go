@@ -142,9 +142,10 @@ func TestWakeStatuses(t *testing.T) {
 }
 
 // TestWakeBody: an empty (or blank) body wakes with null; no Content-Type
-// and +json types are accepted; a body that is not JSON is 400 and one
-// over MaxWakeBody 413, neither reaching the backend; a non-JSON
-// Content-Type is 415.
+// and +json types are accepted; a body that is not JSON, or holds a number
+// with no finite value, is 400 and one over MaxWakeBody 413, neither
+// reaching the backend (the token is not spent); a non-JSON Content-Type
+// is 415.
 func TestWakeBody(t *testing.T) {
 	srv, b := wakeServer(t)
 	if a := do(t, srv, "POST", "/wake/good", "", "  \n"); a.code != 200 {
@@ -163,6 +164,10 @@ func TestWakeBody(t *testing.T) {
 	}{
 		{"not JSON", "application/json", `{"approved": tru`, 400},
 		{"two values", "application/json", `{} {}`, 400},
+		{"stray brace", "application/json", `{}}`, 400},
+		{"non-finite number", "application/json", `{"amount": 1e400}`, 400},
+		{"negative non-finite number", "application/json", `[-1e400]`, 400},
+		{"integer of 400 digits", "application/json", `1` + strings.Repeat("0", 400), 400},
 		{"too large", "application/json", `"` + strings.Repeat("x", MaxWakeBody) + `"`, 413},
 		{"form", "application/x-www-form-urlencoded", `approved=true`, 415},
 		{"text", "text/plain", `{}`, 415},
@@ -177,6 +182,39 @@ func TestWakeBody(t *testing.T) {
 	}
 	if b.calls != calls {
 		t.Fatalf("refused bodies reached the backend (%d calls, want %d)", b.calls, calls)
+	}
+}
+
+// TestWakeNonFiniteDetail: the 400 for 1e400 says which number and where,
+// and that the token is still usable; a backend that refuses the payload
+// (ErrPayloadInvalid) is a 400 too.
+func TestWakeNonFiniteDetail(t *testing.T) {
+	srv, b := wakeServer(t)
+	a := do(t, srv, "POST", "/wake/good", "application/json", `{"order": {"total": -1e400}}`)
+	var p map[string]any
+	if err := json.Unmarshal([]byte(a.body), &p); err != nil || a.code != 400 {
+		t.Fatalf("%d %s", a.code, a.body)
+	}
+	detail, _ := p["detail"].(string)
+	for _, frag := range []string{"-1e400", "$.order.total", "out of range", "token is still usable"} {
+		if !strings.Contains(detail, frag) {
+			t.Errorf("detail %q lacks %q", detail, frag)
+		}
+	}
+	if b.calls != 0 {
+		t.Fatal("the refused payload reached the backend")
+	}
+	if a := do(t, srv, "POST", "/wake/good", "application/json", `{"order": {"total": 1e300}}`); a.code != 200 {
+		t.Fatalf("the same token with a valid payload: %d %s", a.code, a.body)
+	}
+
+	h, _ := New(Config{Backend: &fakeBackend{wakeFn: func(string, json.RawMessage) (*starflowtype.Wait, error) {
+		return nil, fmt.Errorf("%w: no", starflowtype.ErrPayloadInvalid)
+	}}})
+	srv2 := httptest.NewServer(h)
+	defer srv2.Close()
+	if a := do(t, srv2, "POST", "/wake/x", "", `1`); a.code != 400 || !strings.Contains(a.body, "payload invalid") {
+		t.Fatalf("backend ErrPayloadInvalid: %d %s", a.code, a.body)
 	}
 }
 
@@ -220,7 +258,7 @@ func TestWakeRoutes(t *testing.T) {
 // exists; Serve serves it; a second Serve is refused; Shutdown of a
 // listener that never served closes it.
 func TestBindThenServe(t *testing.T) {
-	s, err := Bind("127.0.0.1:0")
+	s, err := Bind("127.0.0.1:0", ServerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +285,7 @@ func TestBindThenServe(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	idle, err := Bind("127.0.0.1:0")
+	idle, err := Bind("127.0.0.1:0", ServerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +296,7 @@ func TestBindThenServe(t *testing.T) {
 		t.Fatal("Serve after Shutdown: no error")
 	}
 	// The port is free again.
-	again, err := Bind(idle.Addr())
+	again, err := Bind(idle.Addr(), ServerConfig{})
 	if err != nil {
 		t.Fatalf("rebinding a shut listener's port: %v", err)
 	}

@@ -60,7 +60,9 @@ func (e *StatusError) Retryable() bool {
 // body}: body parsed as JSON when the response says it is JSON, otherwise
 // a string. Network errors and timeouts are returned as they are
 // (retryable); an unexpected 5xx/429 is a retryable *StatusError; any
-// other unexpected status is a step.Permanent *StatusError.
+// other unexpected status is a step.Permanent *StatusError; a JSON body
+// holding a number with no finite value (1e400) is a step.Permanent error
+// naming the number and its path.
 func Call(ctx context.Context, client *http.Client, r *HTTPRequest) (map[string]any, error) {
 	u, err := url.Parse(r.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -133,7 +135,13 @@ func Call(ctx context.Context, client *http.Client, r *HTTPRequest) (map[string]
 	for k, vs := range resp.Header {
 		headers[strings.ToLower(k)] = strings.Join(vs, ", ")
 	}
-	return map[string]any{"status": int64(resp.StatusCode), "headers": headers, "body": decodeBody(resp.Header.Get("Content-Type"), raw)}, nil
+	decoded, err := decodeBody(resp.Header.Get("Content-Type"), raw)
+	if err != nil {
+		// The service answered, with a number no float64 holds: a retry
+		// with the same Idempotency-Key would get the same answer back.
+		return nil, step.Permanent(fmt.Errorf("%s %s answered %d with a JSON body whose %w", method, redactURL(u), resp.StatusCode, err))
+	}
+	return map[string]any{"status": int64(resp.StatusCode), "headers": headers, "body": decoded}, nil
 }
 
 func expected(status int, want []int) bool {
@@ -143,17 +151,25 @@ func expected(status int, want []int) bool {
 	return slices.Contains(want, status)
 }
 
-func decodeBody(contentType string, raw []byte) any {
+// decodeBody is a response body as a step output: parsed when the
+// Content-Type says JSON and it parses, else the text. A JSON body with a
+// number that has no finite value (1e400) is an error (a
+// *jsonvalue.RangeError), never ±Inf.
+func decodeBody(contentType string, raw []byte) (any, error) {
 	if len(raw) == 0 {
-		return nil
+		return nil, nil
 	}
 	mt, _, _ := mime.ParseMediaType(contentType)
 	if mt == "application/json" || strings.HasSuffix(mt, "+json") {
-		if v, err := jsonvalue.Decode(raw); err == nil {
-			return v
+		v, err := jsonvalue.Decode(raw)
+		if err == nil {
+			return v, nil
+		}
+		if errors.Is(err, jsonvalue.ErrNonFinite) {
+			return nil, err
 		}
 	}
-	return string(raw)
+	return string(raw), nil
 }
 
 func snippet(b []byte) string {

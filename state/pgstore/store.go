@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -102,7 +103,8 @@ type Config struct {
 	// creates it when missing, and every connection's search_path is set
 	// to it, so the tables, goose's version table and the hooks' SQL all
 	// live there. Default "": the connection's own search_path (usually
-	// public).
+	// public). A name must pass CheckSchema (lower-case letters, digits,
+	// underscores; at most 63 bytes); Open refuses another.
 	Schema string
 	// Hooks run inside every write transaction (see state.TxHook), with
 	// dialect "postgres".
@@ -149,14 +151,36 @@ func (c Config) Validate() error {
 	if c.URL == "" {
 		return errors.New("pgstore: URL is required")
 	}
-	if len(c.Schema) > maxIdentifier {
-		return fmt.Errorf("pgstore: Schema %q is longer than %d bytes", c.Schema, maxIdentifier)
-	}
-	if strings.ContainsRune(c.Schema, 0) {
-		return errors.New("pgstore: Schema contains a NUL byte")
+	if c.Schema != "" {
+		if err := CheckSchema(c.Schema); err != nil {
+			return fmt.Errorf("pgstore: Schema: %w", err)
+		}
 	}
 	if c.MaxConns < 0 {
 		return fmt.Errorf("pgstore: MaxConns must not be negative, got %d", c.MaxConns)
+	}
+	return nil
+}
+
+// schemaName is the form a schema name must have: a lower-case unquoted
+// PostgreSQL identifier, so that it means the same schema quoted or not
+// (psql's `SET search_path = name` folds case).
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// CheckSchema reports whether name can be Config.Schema: 1 to 63 bytes of
+// lower-case ASCII letters, digits and underscores, not starting with a
+// digit, and not starting with "pg_" (reserved for system schemas). The
+// error says what is wrong.
+func CheckSchema(name string) error {
+	switch {
+	case name == "":
+		return errors.New("schema name is empty")
+	case len(name) > maxIdentifier:
+		return fmt.Errorf("schema name %.20q… is %d bytes long; PostgreSQL names are at most %d", name, len(name), maxIdentifier)
+	case !schemaName.MatchString(name):
+		return fmt.Errorf("schema name %q: want lower-case letters, digits and underscores, not starting with a digit (e.g. starflow_prod)", name)
+	case strings.HasPrefix(name, "pg_"):
+		return fmt.Errorf("schema name %q: names starting with pg_ are reserved for PostgreSQL's system schemas", name)
 	}
 	return nil
 }
