@@ -1,6 +1,3 @@
-// Package workload holds what the side-by-side harness shares between
-// the systems it measures: the workload's shape, a measurement's
-// configuration and result, producers, and store helpers.
 package workload
 
 import (
