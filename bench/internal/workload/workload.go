@@ -78,7 +78,8 @@ func NewName(prefix string) string {
 
 // Produce calls enqueue(ctx, i) for every i in [0, runs) from c
 // goroutines (producer p takes i ≡ p mod c), each enqueuing its share back
-// to back. It returns the first error.
+// to back. It returns the first error; after it, no producer starts
+// another enqueue (and ctx, as passed to enqueue, is cancelled).
 func Produce(ctx context.Context, c, runs int, enqueue func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -87,7 +88,7 @@ func Produce(ctx context.Context, c, runs int, enqueue func(ctx context.Context,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := p; i < runs; i += c {
+			for i := p; i < runs && ctx.Err() == nil; i += c {
 				if err := enqueue(ctx, i); err != nil {
 					cancel(fmt.Errorf("producer %d, run %d: %w", p, i, err))
 					return

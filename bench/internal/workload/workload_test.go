@@ -33,23 +33,28 @@ func TestProduceEnqueuesEveryRunOnce(t *testing.T) {
 }
 
 func TestProduceReturnsTheFirstErrorAndStops(t *testing.T) {
+	// Run 0 (producer 0's first) fails; every other producer's first
+	// enqueue waits for the cancellation (a producer may also see it before
+	// its first). No producer may start a second.
+	const c = 4
 	boom := errors.New("boom")
 	var mu sync.Mutex
 	calls := 0
-	err := Produce(context.Background(), 2, 1000, func(ctx context.Context, i int) error {
+	err := Produce(context.Background(), c, 1000, func(ctx context.Context, i int) error {
 		mu.Lock()
 		calls++
 		mu.Unlock()
-		if i == 3 {
+		if i == 0 {
 			return boom
 		}
-		return ctx.Err()
+		<-ctx.Done()
+		return nil // an enqueue that ignores the cancellation must not be called again either
 	})
 	if !errors.Is(err, boom) {
 		t.Fatalf("got %v, want an error wrapping %v", err, boom)
 	}
-	if calls > 10 {
-		t.Fatalf("%d enqueues after the failure: producers did not stop", calls)
+	if calls < 1 || calls > c {
+		t.Fatalf("%d enqueues, want 1 to %d (at most one per producer): producers went on after the failure", calls, c)
 	}
 }
 
