@@ -30,6 +30,9 @@ type FloorResult struct {
 	Err     error
 }
 
+// seededRuns is how many leased runs seed.sql creates: one per client.
+const seededRuns = 256
+
 var tpsLine = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
 
 // Pgbench runs each floor script with pgbench (prepared statements) at
@@ -39,6 +42,11 @@ var tpsLine = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
 func Pgbench(ctx context.Context, pgURL, dir string, clients []int, dur time.Duration, progress func(FloorResult)) ([]FloorResult, error) {
 	if _, err := exec.LookPath("pgbench"); err != nil {
 		return nil, fmt.Errorf("pgbench is not installed (Debian: postgresql-client): %w", err)
+	}
+	for _, c := range clients {
+		if c < 1 || c > seededRuns {
+			return nil, fmt.Errorf("pgbench: %d clients; seed.sql leases runs for 1 to %d", c, seededRuns)
+		}
 	}
 	seed, err := os.ReadFile(filepath.Join(dir, "seed.sql"))
 	if err != nil {
