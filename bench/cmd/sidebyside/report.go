@@ -249,7 +249,7 @@ func (r *report) markdown() string {
 	if o.riverCooldown > 0 {
 		w(" River's `FetchCooldown` is %v (`-river-fetch-cooldown`).", o.riverCooldown)
 	} else if slices.Contains(o.systems, sysRiver) {
-		w(" River runs with its default `FetchCooldown` (100 ms between fetches), which bounds one worker to about 7–10 jobs/s: its c=1 figures show that, not its write path (`-river-fetch-cooldown 1ms` lifts it).")
+		w(" River runs with its default `FetchCooldown` (100 ms between fetches), which bounds one worker to about 7–10 jobs/s: its c=1 figures show that, not its write path (`-river-fetch-cooldown 1ms` raises it).")
 	}
 	w("\n\n| system | store | sync | settings | c | runs | median steps/s | min | max | ratio to Starflow |\n")
 	w("|---|---|---|---|---|---|---|---|---|---|\n")
