@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The pgbench floor of BenchmarkPostgresSteps (docs/benchmarks.md): the same
-# per-step transactions, hand-written, at 1, 4 and 16 clients, each client
-# writing its own leased run. Usage: bench/pgbench/run.sh [DURATION_S]
+# The pgbench floor of Starflow's per-step writes (docs/benchmarks.md):
+# step.sql (the two transactions the engine writes per step today) and
+# step1tx.sql (the one-transaction floor of issue 11) at 1, 16 and 64
+# clients, each client writing its own leased run (seed.sql). The
+# side-by-side harness (bench/cmd/sidebyside) runs the same files.
+# Usage: bench/pgbench/run.sh [DURATION_S] [CLIENTS...]
 # Needs pgbench and psql, and PostgreSQL at $PGURL (default the local test
 # database).
 set -euo pipefail
@@ -10,19 +13,17 @@ PGURL="${PGURL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
 SCHEMA=sf_pgbench_floor
 export PGOPTIONS="-c client_min_messages=warning"
 DUR="${1:-10}"
+shift || true
+CLIENTS=("${@:-1 16 64}")
+CLIENTS=(${CLIENTS[*]})
 psql "$PGURL" -qc "DROP SCHEMA IF EXISTS $SCHEMA CASCADE"
+trap 'psql "$PGURL" -qc "DROP SCHEMA IF EXISTS $SCHEMA CASCADE"' EXIT
 go run ./cmd/starflow migrate --store "$PGURL&schema=$SCHEMA" >/dev/null
-psql "$PGURL" -q <<SQL
-SET search_path = $SCHEMA;
-INSERT INTO workflow_definitions (id, name, revision, spec_json) VALUES ('00000000-0000-0000-0000-00000000aaaa', 'floor', 'r', '{}');
-INSERT INTO workflow_runs (id, definition_id, workflow_name, status, claim_state, leased_by, lease_until, lease_epoch)
-SELECT ('00000000-0000-0000-0000-' || lpad(c::text, 12, '0'))::uuid, '00000000-0000-0000-0000-00000000aaaa', 'floor',
-       'running', 'running', 'pgbench', now() + interval '1 hour', 1
-  FROM generate_series(0, 63) c;
-SQL
-for clients in 1 4 16; do
-  tps=$(PGOPTIONS="$PGOPTIONS -c search_path=$SCHEMA" pgbench -n -M prepared -f bench/pgbench/step.sql -c "$clients" -j "$clients" -T "$DUR" "$PGURL" \
-        | awk '/^tps/ {print $3}')
-  echo "clients=$clients steps/s=$tps"
+PGOPTIONS="$PGOPTIONS -c search_path=$SCHEMA" psql "$PGURL" -q -v ON_ERROR_STOP=1 -f bench/pgbench/seed.sql
+for script in step step1tx; do
+  for clients in "${CLIENTS[@]}"; do
+    tps=$(PGOPTIONS="$PGOPTIONS -c search_path=$SCHEMA" pgbench -n -M prepared -f "bench/pgbench/$script.sql" \
+          -c "$clients" -j "$clients" -T "$DUR" "$PGURL" | awk '/^tps/ {print $3}')
+    echo "script=$script clients=$clients steps/s=$tps"
+  done
 done
-psql "$PGURL" -qc "DROP SCHEMA IF EXISTS $SCHEMA CASCADE"
