@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/starflow/starflow/internal/egress/egresstest"
 )
 
 // refusalBudget is how long a refused request may take: the refusal
@@ -155,21 +157,29 @@ func TestClientRefusesNameResolvingToMetadata(t *testing.T) {
 	}
 }
 
+// TestClientAllowList: a link-local address (refused by default) is
+// reached once allow-listed — a server of the test's own on this
+// machine's fe80:: address, never anyone's metadata service.
 func TestClientAllowList(t *testing.T) {
 	t.Parallel()
-	// 169.254.169.254 allowed: the dial goes ahead (and fails or hangs on
-	// this machine's network, which is not the policy's business).
-	p := New(Config{Allow: prefixes(t, "169.254.0.0/16")})
-	if err := p.Control("tcp4", "169.254.169.254:80", nil); err != nil {
-		t.Fatalf("allowed address refused: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://169.254.169.254/", nil)
-	_, err := p.Client().Do(req)
+	var hits atomic.Int64
+	_, url := egresstest.LinkLocalServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		ok(w, r)
+	}))
+	start := time.Now()
+	_, err := get(t, New(Config{}).Client(), url+"/", nil)
 	var re *RefusedError
-	if errors.As(err, &re) {
-		t.Fatalf("allow-listed metadata address refused: %v", err)
+	if !errors.As(err, &re) || !strings.HasPrefix(re.Addr, "fe80:") || time.Since(start) > refusalBudget {
+		t.Fatalf("link-local by default: %v", err)
+	}
+	c := New(Config{Allow: prefixes(t, "fe80::/10")}).Client()
+	defer c.CloseIdleConnections()
+	if _, err := get(t, c, url+"/", nil); err != nil {
+		t.Fatalf("allow-listed link-local: %v", err)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("the link-local server got %d requests, want 1 (the allow-listed one)", n)
 	}
 }
 
