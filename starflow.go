@@ -69,8 +69,16 @@ type Config struct {
 	AllowEnv []string
 	// EnvLookup reads AllowEnv variables. Default os.LookupEnv.
 	EnvLookup func(name string) (string, bool)
-	// HTTPClient sends service_call requests. Default: a plain client.
+	// HTTPClient sends service_call and notify requests. Default: a
+	// client that dials through Egress and follows at most 5 redirects,
+	// never sending Referer, and sending none of the definition's headers
+	// to another origin (scheme, host, port) nor re-sending a body there.
+	// A client set here is used as it is: Egress does not apply to it.
 	HTTPClient *http.Client
+	// Egress is the egress policy of the default HTTPClient (see
+	// EgressPolicy). The zero value refuses link-local and cloud-metadata
+	// addresses and allows loopback, private and public ones.
+	Egress EgressPolicy
 	// ExprLimits bound expression evaluation (cost, time).
 	ExprLimits expr.Limits
 	// Logger. Default slog.Default().
@@ -196,7 +204,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, store: store, warm: cfg.Warm, tier: tier, registry: reg, changed: make(chan struct{})}
 	eng, err := engine.New(engine.Config{
 		Progress: tier.progressFunc(),
-		Store:    store, Registry: reg, Expr: exprEnv, HTTPClient: cfg.HTTPClient,
+		Store:    store, Registry: reg, Expr: exprEnv, HTTPClient: cfg.HTTPClient, Egress: cfg.egressPolicy(),
 		Secrets: cfg.Secrets, Env: env, Logger: cfg.Logger, StepTimeout: cfg.StepTimeout,
 		RunRetryMin: cfg.RunRetryMin, RunRetryMax: cfg.RunRetryMax,
 		WakeKeys: keys, WakeURL: cfg.WakeURL, WaitHook: hook,

@@ -115,6 +115,7 @@ type processFlags struct {
 	concurrency                                  int
 	warm                                         warmFlags
 	waits                                        starflow.WaitMaintenanceConfig
+	egress                                       egressFlags
 }
 
 func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
@@ -127,6 +128,7 @@ func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
 		cmd.Flags().DurationVar(&f.grace, "grace", 20*time.Second, "how long runs in flight may finish after SIGTERM before their leases are released")
 		cmd.Flags().IntVar(&f.concurrency, "concurrency", 8, "runs executed at once")
 	}
+	f.egress.register(cmd) // runners send service_call and notify requests; maintenance retries notifies
 	if maintenance {
 		cmd.Flags().DurationVar(&f.sweepEvery, "sweep-interval", 30*time.Second, "lease sweep interval (one pass also runs at start)")
 		cmd.Flags().DurationVar(&f.waits.TimerInterval, "timer-interval", time.Second, "how often due timers and wait timeouts fire (one pass also runs at start)")
@@ -143,6 +145,9 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	}
 	keys, err := wakeKeysEnv()
 	if err != nil {
+		return err
+	}
+	if cfg.Egress, err = f.egress.policy(cmd); err != nil {
 		return err
 	}
 	g.leaseTTL = f.leaseTTL

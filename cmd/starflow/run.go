@@ -27,6 +27,7 @@ func newRunCmd(g *globalFlags) *cobra.Command {
 	var input, mode string
 	var allowEnv []string
 	var stepTimeout time.Duration
+	var egressF egressFlags
 	cmd := &cobra.Command{
 		Use:   "run FILE",
 		Short: "Apply a definition, run it to the end in-process and show progress",
@@ -54,6 +55,10 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 			if err != nil {
 				return err
 			}
+			egressPolicy, err := egressF.policy(cmd)
+			if err != nil {
+				return err
+			}
 			store, err := g.openStore(ctx)
 			if err != nil {
 				return err
@@ -64,7 +69,7 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 			runID := uuid.NewString()
 			eng, err := starflow.New(starflow.Config{
 				Store: store, Logger: g.logger(os.Stderr), AllowEnv: allowEnv, StepTimeout: stepTimeout, OnlyRun: runID,
-				WakeKeys: keys,
+				WakeKeys: keys, Egress: egressPolicy,
 			})
 			if err != nil {
 				return err
@@ -156,6 +161,7 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 	cmd.Flags().StringVar(&mode, "recovery-mode", "", "override the definition's recovery mode: replay, resume or manual")
 	cmd.Flags().StringSliceVar(&allowEnv, "allow-env", nil, "environment variables expressions may read as env.NAME (repeatable)")
 	cmd.Flags().DurationVar(&stepTimeout, "step-timeout", 0, "default timeout of one step try (default 30s)")
+	egressF.register(cmd)
 	return cmd
 }
 

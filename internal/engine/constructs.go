@@ -173,7 +173,9 @@ func (rs *runState) catchable(ctx context.Context, err error) bool {
 }
 
 // errorValue is what a catch sees as `error`: the innermost step failure's
-// message (scrubbed of secrets), step id, step kind and scope path.
+// message (scrubbed of secrets), step id, step kind and scope path, and
+// its type when the error carries one (a Type() string method, as
+// *egress.RefusedError's "egress_refused").
 func (rs *runState) errorValue(err error) map[string]any {
 	var inner *stepFailed
 	for e := err; ; {
@@ -187,6 +189,10 @@ func (rs *runState) errorValue(err error) map[string]any {
 	if inner != nil {
 		v["message"] = rs.led.red.Error(inner.err)
 		v["step_id"], v["kind"], v["scope_path"] = inner.stepID, inner.kind, inner.scope
+	}
+	var typed interface{ Type() string }
+	if errors.As(err, &typed) {
+		v["type"] = typed.Type()
 	}
 	return v
 }

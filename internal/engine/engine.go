@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/starflow/starflow/internal/egress"
 	"github.com/starflow/starflow/internal/expr"
 	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/starflowtype"
@@ -82,9 +83,17 @@ type Config struct {
 	Registry *Registry
 	// Expr compiles and evaluates expressions. Default expr.Default().
 	Expr *expr.Env
-	// HTTPClient sends service_call requests. Default: a client with no
-	// overall timeout (each try is bounded by the step timeout).
+	// HTTPClient sends service_call and notify requests. Default:
+	// Egress.Client() (dials through the egress policy, follows at most 5
+	// redirects under its rules; no overall timeout: each try is bounded
+	// by the step timeout). A client set here decides itself where it may
+	// connect.
 	HTTPClient *http.Client
+	// Egress is the egress policy: the default HTTPClient dials through
+	// it, and a wait's notify URL is checked against it before the wait
+	// is entered. Default egress.New(egress.Config{}) when HTTPClient is
+	// nil; with an HTTPClient set and Egress nil, no policy applies.
+	Egress *egress.Policy
 	// Secrets resolves the names in a definition's `secrets`. Default
 	// EnvSecrets.
 	Secrets SecretSource
@@ -149,7 +158,10 @@ func (c Config) WithDefaults() Config {
 		c.Expr = expr.Default()
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
+		if c.Egress == nil {
+			c.Egress = egress.New(egress.Config{})
+		}
+		c.HTTPClient = c.Egress.Client()
 	}
 	if c.Secrets == nil {
 		c.Secrets = EnvSecrets

@@ -77,6 +77,7 @@ func (rs *runState) serviceCall(ctx context.Context, f *frame, s *workflow.Step)
 		ExpectStatus:   sc.ExpectStatus,
 		IdempotencyKey: idempotencyKey(rs.run.ID, scope, s.ID),
 		FencingToken:   fmt.Sprintf("%s/%d", rs.run.ID, rs.led.lease.Epoch),
+		Redactor:       rs.led.red,
 	}
 	u, err := rs.render(ctx, f, "service_call.url", sc.URL)
 	if err != nil {

@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
+	"github.com/starflow/starflow/internal/egress"
 	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/step"
 )
 
 // Notify delivery (SPEC §6 "notify the host", issue 5): once a wait is
@@ -122,8 +125,8 @@ func (e *Engine) postNotify(ctx context.Context, w *starflowtype.Wait, req *noti
 func (e *Engine) notifyInline(ctx context.Context, w *starflowtype.Wait, req *notifyRequest, token string) error {
 	var err error
 	for try := 1; try <= notifyInlineTries; try++ {
-		if err = e.postNotify(ctx, w, req, token); err == nil {
-			break
+		if err = e.postNotify(ctx, w, req, token); err == nil || refusedByPolicy(err) {
+			break // a refusal does not change within a second: the maintenance pass retries it
 		}
 		if try < notifyInlineTries {
 			if serr := e.cfg.Sleep(ctx, time.Duration(try)*200*time.Millisecond); serr != nil {
@@ -138,4 +141,33 @@ func (e *Engine) notifyInline(ctx context.Context, w *starflowtype.Wait, req *no
 		e.cfg.Logger.Warn("recording a notify try failed", "run_id", w.RunID, "wait_id", w.ID, "error", merr)
 	}
 	return err
+}
+
+// checkNotifyURL checks a wait's rendered notify URL against the egress
+// policy before the wait is entered: when the policy refuses every
+// address its host resolves to, the wait step fails at once with the
+// refusal (permanent, as a service_call's), rather than parking a run
+// whose token can never be delivered. A URL that does not parse or
+// resolve is left to the delivery, which reports it. The dial-time check
+// still applies to every delivery (a name may resolve elsewhere later).
+func (e *Engine) checkNotifyURL(ctx context.Context, raw string) error {
+	if e.cfg.Egress == nil {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return nil
+	}
+	if err := e.cfg.Egress.CheckHost(ctx, u.Hostname()); err != nil {
+		return step.Permanent(err)
+	}
+	return nil
+}
+
+// refusedByPolicy reports whether a request failed on the egress policy
+// (a refused address or a redirect it would not follow).
+func refusedByPolicy(err error) bool {
+	var refused *egress.RefusedError
+	var redirect *egress.RedirectError
+	return errors.As(err, &refused) || errors.As(err, &redirect)
 }

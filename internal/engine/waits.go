@@ -387,6 +387,9 @@ func (rs *runState) planWait(ctx context.Context, f *frame, s *workflow.Step) (*
 		if req.URL, err = asString("wait.notify.url", u); err != nil {
 			return nil, err
 		}
+		if err := rs.e.checkNotifyURL(ctx, req.URL); err != nil {
+			return nil, err
+		}
 		if req.Headers, err = rs.renderStrings(ctx, f, "wait.notify.headers", n.Headers); err != nil {
 			return nil, err
 		}

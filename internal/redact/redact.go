@@ -1,7 +1,12 @@
 // Package redact scrubs secret values out of everything Starflow writes
 // (SPEC §4): each resolved secret value, and its common encodings (base64
 // standard and URL alphabets, padded and not; URL query and path escaping;
-// JSON string escaping), is replaced by "***" wherever it appears.
+// JSON string escaping), is replaced by "***" wherever it appears — also
+// when some of its characters are JSON- or percent-escaped and others not
+// (`\u0073ecret`, `s%65cret`, escaped twice): see escaped.go.
+//
+// Scrub whole text before cutting it: a cut through a secret leaves a
+// part that no longer matches.
 //
 // Import rule: standard library and internal/jsonvalue only.
 package redact
@@ -22,7 +27,8 @@ const Mask = "***"
 // Redactor scrubs a fixed set of secret values. The nil *Redactor scrubs
 // nothing. It is safe for concurrent use.
 type Redactor struct {
-	r *strings.Replacer
+	r     *strings.Replacer
+	forms []string // every form replaced, longest first
 }
 
 // New returns a Redactor for the given secret values. Empty values are
@@ -67,15 +73,16 @@ func New(values ...string) *Redactor {
 	for _, f := range forms {
 		pairs = append(pairs, f, Mask)
 	}
-	return &Redactor{r: strings.NewReplacer(pairs...)}
+	return &Redactor{r: strings.NewReplacer(pairs...), forms: forms}
 }
 
-// String scrubs s.
+// String scrubs s: every form of every secret, plain or with escaped
+// characters, becomes Mask.
 func (r *Redactor) String(s string) string {
 	if r == nil {
 		return s
 	}
-	return r.r.Replace(s)
+	return r.scrubEscaped(r.r.Replace(s))
 }
 
 // Value scrubs every string (and map key) inside a JSON-like value,

@@ -14,6 +14,6 @@
 // -race) into a temporary folder; tests that need it call Binary(t).
 //
 // Import rule: the tests import the public packages (starflow,
-// starflowtype, state, the stores) and internal test helpers (pgtest);
-// nothing imports this package.
+// starflowtype, state, the stores) and internal test helpers (pgtest,
+// internal/egress/egresstest); nothing imports this package.
 package securitytest

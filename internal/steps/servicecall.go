@@ -12,13 +12,20 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/starflow/starflow/internal/egress"
 	"github.com/starflow/starflow/internal/jsonvalue"
+	"github.com/starflow/starflow/internal/redact"
 	"github.com/starflow/starflow/step"
 )
 
 // MaxResponseBytes bounds how much of a response body is read (bytes).
 const MaxResponseBytes = 16 << 20
+
+// SnippetBytes bounds the start of a response body quoted in a
+// *StatusError (bytes, before the "…" that marks a cut).
+const SnippetBytes = 200
 
 // HTTPRequest is a rendered service_call.
 type HTTPRequest struct {
@@ -33,6 +40,10 @@ type HTTPRequest struct {
 	IdempotencyKey string
 	// FencingToken is sent as the Starflow-Fencing-Token header.
 	FencingToken string
+	// Redactor scrubs the run's secrets from the response body quoted in
+	// a *StatusError before it is cut to SnippetBytes, so a cut never
+	// leaves part of a secret behind. nil scrubs nothing.
+	Redactor *redact.Redactor
 }
 
 // StatusError is a response whose status was not expected. Retryable is
@@ -40,7 +51,7 @@ type HTTPRequest struct {
 type StatusError struct {
 	Method, URL string
 	Status      int
-	Body        string // the start of the response body
+	Body        string // the start of the response body, scrubbed, at most SnippetBytes (+ "…")
 }
 
 func (e *StatusError) Error() string {
@@ -62,7 +73,10 @@ func (e *StatusError) Retryable() bool {
 // (retryable); an unexpected 5xx/429 is a retryable *StatusError; any
 // other unexpected status is a step.Permanent *StatusError; a JSON body
 // holding a number with no finite value (1e400) is a step.Permanent error
-// naming the number and its path.
+// naming the number and its path. A connection the client's egress policy
+// refused is a step.Permanent *egress.RefusedError ("egress to ADDR
+// refused by policy"), and a redirect it would not follow a step.Permanent
+// *egress.RedirectError.
 func Call(ctx context.Context, client *http.Client, r *HTTPRequest) (map[string]any, error) {
 	u, err := url.Parse(r.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -110,6 +124,14 @@ func Call(ctx context.Context, client *http.Client, r *HTTPRequest) (map[string]
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		var refused *egress.RefusedError
+		if errors.As(err, &refused) {
+			return nil, step.Permanent(refused)
+		}
+		var redirect *egress.RedirectError
+		if errors.As(err, &redirect) {
+			return nil, step.Permanent(fmt.Errorf("%s %s: %w", method, redactURL(u), redirect))
+		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL is said below, without its query
@@ -125,7 +147,7 @@ func Call(ctx context.Context, client *http.Client, r *HTTPRequest) (map[string]
 		return nil, step.Permanent(fmt.Errorf("%s %s: response body exceeds %d bytes", method, redactURL(u), MaxResponseBytes))
 	}
 	if !expected(resp.StatusCode, r.ExpectStatus) {
-		se := &StatusError{Method: method, URL: redactURL(u), Status: resp.StatusCode, Body: snippet(raw)}
+		se := &StatusError{Method: method, URL: redactURL(u), Status: resp.StatusCode, Body: snippet(r.Redactor, raw)}
 		if se.Retryable() {
 			return nil, se
 		}
@@ -172,13 +194,19 @@ func decodeBody(contentType string, raw []byte) (any, error) {
 	return string(raw), nil
 }
 
-func snippet(b []byte) string {
-	const max = 200
-	s := strings.TrimSpace(string(b))
-	if len(s) > max {
-		s = s[:max] + "…"
+// snippet is the start of a response body for an error message: scrubbed
+// of secrets first (a cut must never keep half of one), then cut to
+// SnippetBytes at a character boundary.
+func snippet(red *redact.Redactor, b []byte) string {
+	s := strings.TrimSpace(red.String(string(b)))
+	if len(s) <= SnippetBytes {
+		return s
 	}
-	return s
+	cut := SnippetBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // redactURL drops the query string and user info (they often carry
