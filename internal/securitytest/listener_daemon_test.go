@@ -3,7 +3,6 @@ package securitytest
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -131,25 +130,11 @@ func startStarflowDaemon(t *testing.T, dir string, args ...string) *starflowDaem
 // addr is the listener's HOST:PORT.
 func (d *starflowDaemon) addr() string { return d.base[len("http://"):] }
 
-// cliResult is what a finished CLI command printed and its exit status.
-type cliResult struct {
-	stdout, stderr string
-	code           int
-}
-
-// starflowCLI runs the binary with args in dir to completion.
+// starflowCLI runs the binary with args in dir to completion (see
+// runStarflow).
 func starflowCLI(t *testing.T, dir string, args ...string) cliResult {
 	t.Helper()
-	cmd := exec.Command(Binary(t), args...)
-	cmd.Dir = dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("starflow %v: %v", args, err)
-	}
-	return cliResult{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}
+	return runStarflow(t, dir, nil, args...)
 }
 
 // writeTestFile writes content to dir/name and returns the path.
