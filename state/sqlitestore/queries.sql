@@ -132,17 +132,18 @@ UPDATE workflow_runs
 RETURNING lease_until;
 
 -- name: step_start
--- Opens a step row, or re-opens it for the next try or for a run continued
--- in the same attempt. A succeeded row is final within its attempt (it has
--- a checkpoint): the upsert then changes nothing and the caller reports
--- ErrConflict.
+-- Opens a step row for a try, or re-opens it for the next try (after a
+-- retry, or in a run continued in the same attempt). A succeeded row is
+-- final within its attempt (it has a checkpoint), and a try is started
+-- once: a try not above the row's tries changes nothing either, and the
+-- caller reports ErrConflict.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
                             kind, status, tries, started_at, seq)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'running', tries = excluded.tries, error = NULL,
        finished_at = NULL, duration_ms = NULL
- WHERE workflow_steps.status <> 'succeeded'
+ WHERE workflow_steps.status <> 'succeeded' AND workflow_steps.tries < excluded.tries
 RETURNING /*step_columns*/;
 
 -- name: step_retry
