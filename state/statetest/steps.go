@@ -34,6 +34,7 @@ func (s *suite) testSteps(t *testing.T) {
 		if st.StartedAt.IsZero() {
 			t.Error("started_at not set")
 		}
+		near(t, "updated_at after start (the row's last write)", st.UpdatedAt, st.StartedAt, 0)
 		evs := h.eventsAfter(run.ID, mark)
 		wantEventTypes(t, evs, starflowtype.EventNodeStart)
 		if len(evs) == 1 {
@@ -51,6 +52,9 @@ func (s *suite) testSteps(t *testing.T) {
 		equal(t, "status after retry", st.Status, starflowtype.StepRunning)
 		equal(t, "tries after retry", st.Tries, 1)
 		equal(t, "error after retry", st.Error, "503 from inventory")
+		if st.UpdatedAt.Before(st.StartedAt) {
+			t.Errorf("updated_at %v after the retry, before started_at %v", st.UpdatedAt, st.StartedAt)
+		}
 		evs = h.eventsAfter(run.ID, mark)
 		wantEventTypes(t, evs, starflowtype.EventNodeStart, starflowtype.EventNodeRetry)
 		if len(evs) == 2 {
@@ -78,6 +82,7 @@ func (s *suite) testSteps(t *testing.T) {
 		if st.DurationMS < 0 {
 			t.Errorf("duration_ms = %d", st.DurationMS)
 		}
+		near(t, "updated_at after complete", st.UpdatedAt, st.FinishedAt, 0)
 		evs = h.eventsAfter(run.ID, mark)
 		wantEventTypes(t, evs, starflowtype.EventNodeStart, starflowtype.EventNodeRetry,
 			starflowtype.EventNodeStart, starflowtype.EventNodeComplete)
