@@ -228,7 +228,9 @@ func pgRun(ctx context.Context, tx state.Tx, r *starflowtype.Run, steps []*starf
 const pgMirrorRun = `WITH cur AS (
   SELECT coalesce(json_agg(json_build_object('run_id', s.run_id::text, 'attempt', s.attempt,
       'scope_path', s.scope_path, 'step_id', s.step_id, 'kind', s.kind, 'status', s.status,
-      'tries', s.tries, 'error', coalesce(s.error, '')) ORDER BY s.scope_path, s.step_id), '[]'::json) AS steps
+      'tries', s.tries, 'error', coalesce(s.error, ''),
+      'updated_at', to_char(coalesce(s.updated_at, s.finished_at, s.started_at) AT TIME ZONE 'UTC',
+          'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')) ORDER BY s.scope_path, s.step_id), '[]'::json) AS steps
   FROM workflow_steps s
   WHERE s.run_id = $1::text::uuid AND s.attempt = $2::int AND s.status IN ('running', 'waiting')
 ), b AS (
@@ -274,7 +276,11 @@ func endedSteps(ctx context.Context, tx state.Tx, d sqlDialect, runID string, at
 	var out []*starflowtype.Step
 	for rows.Next() {
 		s := &starflowtype.Step{RunID: runID}
-		if err := rows.Scan(&s.Attempt, &s.ScopePath, &s.StepID, &s.Kind, &s.Status, &s.Tries, &s.Error); err != nil {
+		var at string
+		if err := rows.Scan(&s.Attempt, &s.ScopePath, &s.StepID, &s.Kind, &s.Status, &s.Tries, &s.Error, &at); err != nil {
+			return nil, fmt.Errorf("mirror: hook: ended steps of run %s: %w", runID, err)
+		}
+		if s.UpdatedAt, err = parseStepTime(at); err != nil {
 			return nil, fmt.Errorf("mirror: hook: ended steps of run %s: %w", runID, err)
 		}
 		if !slices.ContainsFunc(have, func(h *starflowtype.Step) bool {
@@ -300,7 +306,11 @@ func currentSteps(ctx context.Context, tx state.Tx, d sqlDialect, r *starflowtyp
 	var out []warm.StepEntry
 	for rows.Next() {
 		s := warm.StepEntry{RunID: r.ID}
-		if err := rows.Scan(&s.Attempt, &s.ScopePath, &s.StepID, &s.Kind, &s.Status, &s.Tries, &s.Error); err != nil {
+		var at string
+		if err := rows.Scan(&s.Attempt, &s.ScopePath, &s.StepID, &s.Kind, &s.Status, &s.Tries, &s.Error, &at); err != nil {
+			return nil, fmt.Errorf("mirror: hook: current steps of run %s: %w", r.ID, err)
+		}
+		if s.UpdatedAt, err = parseStepTime(at); err != nil {
 			return nil, fmt.Errorf("mirror: hook: current steps of run %s: %w", r.ID, err)
 		}
 		out = append(out, s)
@@ -309,6 +319,19 @@ func currentSteps(ctx context.Context, tx state.Tx, d sqlDialect, r *starflowtyp
 		return nil, fmt.Errorf("mirror: hook: current steps of run %s: %w", r.ID, err)
 	}
 	return out, nil
+}
+
+// parseStepTime parses a step row's time as the dialects' step queries
+// select it (RFC 3339 UTC text; "" for none).
+func parseStepTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("step time %q: %w", s, err)
+	}
+	return t.UTC(), nil
 }
 
 // isNoRows matches database/sql's (SQLite) and pgx's "no rows" errors.
@@ -322,13 +345,18 @@ type sqlDialect struct {
 	ph                   func(n int) string
 }
 
+// pgStepTime selects a step row's last write as RFC 3339 UTC text
+// (microseconds), "" for none (parseStepTime).
+const pgStepTime = `coalesce(to_char(coalesce(updated_at, finished_at, started_at) AT TIME ZONE 'UTC',
+'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), '')`
+
 var pgDialect = sqlDialect{
 	pg: true,
 	bump: `UPDATE workflow_runs SET mirror_version = mirror_version + 1, mirror_hash = $2
 WHERE id = $1 AND ($3 OR mirror_hash IS DISTINCT FROM $2) RETURNING mirror_version`,
-	current: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, '') FROM workflow_steps
+	current: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, ''), ` + pgStepTime + ` FROM workflow_steps
 WHERE run_id = $1 AND attempt = $2 AND status IN ('running', 'waiting') ORDER BY scope_path, step_id LIMIT 1000`,
-	ended: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, '') FROM workflow_steps
+	ended: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, ''), ` + pgStepTime + ` FROM workflow_steps
 WHERE run_id = $1 AND attempt = $2 AND status IN ('failed', 'cancelled') ORDER BY scope_path, step_id`,
 	ph: func(n int) string { return fmt.Sprintf("$%d", n) },
 }
@@ -336,9 +364,11 @@ WHERE run_id = $1 AND attempt = $2 AND status IN ('failed', 'cancelled') ORDER B
 var sqliteDialect = sqlDialect{
 	bump: `UPDATE workflow_runs SET mirror_version = mirror_version + 1, mirror_hash = ?2
 WHERE id = ?1 AND (?3 OR mirror_hash IS NOT ?2) RETURNING mirror_version`,
-	current: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, '') FROM workflow_steps
+	current: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, ''),
+coalesce(updated_at, finished_at, started_at, '') FROM workflow_steps
 WHERE run_id = ?1 AND attempt = ?2 AND status IN ('running', 'waiting') ORDER BY scope_path, step_id LIMIT 1000`,
-	ended: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, '') FROM workflow_steps
+	ended: `SELECT attempt, scope_path, step_id, kind, status, tries, coalesce(error, ''),
+coalesce(updated_at, finished_at, started_at, '') FROM workflow_steps
 WHERE run_id = ?1 AND attempt = ?2 AND status IN ('failed', 'cancelled') ORDER BY scope_path, step_id`,
 	ph: func(n int) string { return fmt.Sprintf("?%d", n) },
 }

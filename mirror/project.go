@@ -38,9 +38,14 @@ func RunEntry(r *starflowtype.Run, current []warm.StepEntry, version int64) *war
 	return e
 }
 
-// StepEntry projects a cold step row.
+// StepEntry projects a cold step row. Its UpdatedAt is the row's last
+// write (database clock), or, for a row that has none, when it finished
+// or started.
 func StepEntry(s *starflowtype.Step) *warm.StepEntry {
-	at := s.FinishedAt
+	at := s.UpdatedAt
+	if at.IsZero() {
+		at = s.FinishedAt
+	}
 	if at.IsZero() {
 		at = s.StartedAt
 	}

@@ -48,18 +48,28 @@ type Run struct {
 	DeadLettered     bool            `json:"dead_lettered"`
 	CancelRequested  bool            `json:"cancel_requested"`
 	CreatedAt        time.Time       `json:"created_at"`
-	StartedAt        time.Time       `json:"started_at,omitzero"`
-	CompletedAt      time.Time       `json:"completed_at,omitzero"`
-	DurationMS       int64           `json:"duration_ms,omitempty"`
-	UpdatedAt        time.Time       `json:"updated_at"`
+	StartedAt        time.Time       `json:"started_at,omitzero"` // the run's first start (any attempt)
+	// AttemptStartedAt is when the current attempt first started (its
+	// first OnRunStart; a continuation in the same attempt keeps it);
+	// zero until it starts. A new attempt clears it.
+	AttemptStartedAt time.Time `json:"attempt_started_at,omitzero"`
+	CompletedAt      time.Time `json:"completed_at,omitzero"`
+	// DurationMS is the current attempt's duration once the run ended:
+	// CompletedAt − AttemptStartedAt (database clock), 0 when that
+	// attempt never started.
+	DurationMS int64     `json:"duration_ms,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // Lease returns the run's current lease (zero when unleased).
 func (r *Run) Lease() Lease { return Lease{RunnerID: r.LeasedBy, Epoch: r.LeaseEpoch} }
 
 // Step is one row of workflow_steps: one step instance within one attempt,
-// keyed by (RunID, Attempt, ScopePath, StepID). Tries counts the step's own
-// retry_policy tries within the attempt.
+// keyed by (RunID, Attempt, ScopePath, StepID). Tries counts the starts of
+// the instance within the attempt: a retry, and a try cut off mid-flight
+// and continued by another runner, are each the next try; a construct or
+// a wait re-entered after a wake is not started again (see
+// docs/architecture.md, "What tries means").
 type Step struct {
 	RunID      string     `json:"run_id"`
 	Attempt    int        `json:"attempt"`
@@ -72,6 +82,9 @@ type Step struct {
 	FinishedAt time.Time  `json:"finished_at,omitzero"`
 	DurationMS int64      `json:"duration_ms"`
 	Error      string     `json:"error,omitempty"`
+	// UpdatedAt is when the row was last written (database clock): a
+	// start, a retry, waiting, the end.
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
 
 // Event is one row of workflow_run_events (append-only; ID orders them).

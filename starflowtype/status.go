@@ -15,6 +15,20 @@ const (
 	RunCancelled   RunStatus = "cancelled"
 )
 
+// RunStatuses returns every run status, in lifecycle order (a new slice).
+func RunStatuses() []RunStatus {
+	return []RunStatus{RunQueued, RunRunning, RunPaused, RunSucceeded, RunFailed, RunInterrupted, RunCancelled}
+}
+
+// Valid reports whether s is one of the run statuses.
+func (s RunStatus) Valid() bool {
+	switch s {
+	case RunQueued, RunRunning, RunPaused, RunSucceeded, RunFailed, RunInterrupted, RunCancelled:
+		return true
+	}
+	return false
+}
+
 // Terminal reports whether no further transition is possible without an
 // operator re-driving the run.
 func (s RunStatus) Terminal() bool {

@@ -62,10 +62,15 @@ type Adapter interface {
 	// RefreshLease extends the lease to db now + TTL and sets
 	// last_heartbeat. Returns the new lease_until.
 	RefreshLease(ctx context.Context, p *RefreshLeaseParams) (time.Time, error)
-	// OnNodeStart upserts the step row as running (tries = p.Try) and
-	// appends node_start. When an operator asked to cancel the run it
-	// writes nothing and returns starflowtype.ErrCancelRequested: the step
-	// boundary at which a running run stops.
+	// OnNodeStart starts try p.Try of a step instance: it upserts the step
+	// row as running (tries = p.Try) and appends node_start with payload
+	// {"try": p.Try}. A try is started once: when the row already
+	// succeeded in this attempt, or its tries is p.Try or more, it writes
+	// nothing and returns ErrConflict (so a continued try is the row's
+	// tries + 1, never a second node_start of the same try). When an
+	// operator asked to cancel the run it writes nothing and returns
+	// starflowtype.ErrCancelRequested: the step boundary at which a running
+	// run stops.
 	OnNodeStart(ctx context.Context, p *NodeStartParams) error
 	// OnNodeRetry records a failed try that will be retried: the step row
 	// keeps status running with its error, and node_retry is appended.
@@ -255,12 +260,13 @@ type StepKey struct {
 	StepID    string
 }
 
-// NodeStartParams opens (or re-opens, for a retry) a step row.
+// NodeStartParams opens (or re-opens, for a retry or a continued try) a
+// step row.
 type NodeStartParams struct {
 	StepKey
 	Lease   starflowtype.Lease
 	Kind    string
-	Try     int             // 1-based
+	Try     int             // 1-based; above the row's tries (tries count every start in the attempt)
 	Payload json.RawMessage // node_start payload (e.g. rendered input), may be nil
 }
 

@@ -50,7 +50,9 @@ type RunEntry struct {
 	FinishedAt   time.Time       `json:"finished_at,omitzero"`
 }
 
-// StepEntry is the warm projection of one step instance.
+// StepEntry is the warm projection of one step instance. UpdatedAt is the
+// time of the last cold write to the step's row (workflow_steps.updated_at,
+// database clock): its start, a failed try, the start of its wait, its end.
 type StepEntry struct {
 	RunID     string    `json:"run_id"`
 	Attempt   int       `json:"attempt"`

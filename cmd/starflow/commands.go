@@ -266,6 +266,9 @@ a repeat (or a concurrent duplicate) creates no second run and prints the first 
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if err := checkEnum("recovery-mode", mode, recoveryModeValues, true); err != nil {
+				return err
+			}
 			in, err := readInput(input)
 			if err != nil {
 				return err

@@ -41,6 +41,8 @@ GET /live/runs/ID instead.`,
 				return fmt.Errorf("no warm tier given: use --warm nats://HOST:PORT or set %s", envWarm)
 			case spec == "memory":
 				return errors.New("--warm memory lives inside the process that runs it: ask its listener (curl http://127.0.0.1:8480/live/runs/ID)")
+			case spec != "embedded" && !strings.HasPrefix(spec, "nats://") && !strings.HasPrefix(spec, "tls://"):
+				return usageError("--warm %q is not a valid value: use one of embedded, nats://HOST:PORT (or tls://HOST:PORT)", spec)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()

@@ -48,6 +48,12 @@ starts over. --revision current moves the run onto the newest applied revision, 
 only when every step it completed exists there with the same kind. A worker executes it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkEnum("mode", mode, resumeModeValues, false); err != nil {
+				return err
+			}
+			if err := checkEnum("revision", revision, revisionValues, false); err != nil {
+				return err
+			}
 			return withEngine(cmd, func(eng *starflow.Engine) (*starflowtype.Run, error) {
 				return eng.Resume(cmd.Context(), args[0], &starflow.ResumeOptions{Mode: starflowtype.RecoveryMode(mode), Revision: revision})
 			})

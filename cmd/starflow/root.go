@@ -59,6 +59,11 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.store, "store", "", "store URL: postgres://USER@HOST:PORT/DB[?schema=NAME] or sqlite://PATH (env "+envStore+")")
 	root.PersistentFlags().StringVar(&g.db, "db", "", "SQLite database file, shorthand for --store sqlite://PATH (env "+envDB+", default "+defaultDB+")")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log engine activity to stderr")
+	// A flag that does not parse (unknown, or a value of the wrong type) is
+	// a usage error: exit 2, before anything is read or written.
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError("%s (see %s --help)", err, c.CommandPath())
+	})
 	root.AddCommand(
 		newRunCmd(g), newValidateCmd(), newSchemaCmd(), newRunsCmd(g), newApplyCmd(g),
 		newMigrateCmd(g), newWorkerCmd(g), newServerCmd(g), newDevCmd(g), newEnqueueCmd(g), newPlanCmd(g),

@@ -43,6 +43,9 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if err := checkEnum("recovery-mode", mode, recoveryModeValues, true); err != nil {
+				return err
+			}
 			src, err := os.ReadFile(args[0])
 			if err != nil {
 				return fmt.Errorf("cannot read %s: %w", args[0], unwrapPathError(err))

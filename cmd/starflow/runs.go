@@ -33,15 +33,19 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			var sts []starflowtype.RunStatus
+			for _, s := range status {
+				s = strings.TrimSpace(s)
+				if err := checkEnum("status", s, runStatusValues, false); err != nil {
+					return err
+				}
+				sts = append(sts, starflowtype.RunStatus(s))
+			}
 			store, err := g.openExistingStore(ctx)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			var sts []starflowtype.RunStatus
-			for _, s := range status {
-				sts = append(sts, starflowtype.RunStatus(s))
-			}
 			runs, err := store.ListRuns(ctx, &state.ListRunsParams{WorkflowName: workflowName, Status: sts, Limit: limit})
 			if err != nil {
 				return err
@@ -56,7 +60,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 			return tw.flush()
 		},
 	}
-	list.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses (repeatable)")
+	list.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses (repeatable, or comma-separated): "+strings.Join(runStatusValues, ", "))
 	list.Flags().StringVar(&workflowName, "workflow", "", "only runs of this workflow")
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
 
@@ -77,6 +81,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 					{"trigger", string(r.TriggerType)}, {"runner_pool", r.RunnerPool}, {"leased_by", r.LeasedBy},
 					{"lease_epoch", fmt.Sprint(r.LeaseEpoch)}, {"lease_until", fmtTime(r.LeaseUntil)},
 					{"created_at", fmtTime(r.CreatedAt)}, {"started_at", fmtTime(r.StartedAt)},
+					{"attempt_started_at", fmtTime(r.AttemptStartedAt)},
 					{"completed_at", fmtTime(r.CompletedAt)}, {"duration", runDuration(r)},
 					{"phase", r.Phase}, {"dead_lettered", fmt.Sprint(r.DeadLettered)},
 					{"input", string(r.Input)}, {"output", string(r.Output)}, {"error", r.Error},

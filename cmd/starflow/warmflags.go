@@ -89,7 +89,7 @@ func (w *warmFlags) resolve(cmd *cobra.Command) error {
 	switch {
 	case w.spec == warmNone, w.spec == "memory", w.spec == "embedded", strings.HasPrefix(w.spec, "nats://"), strings.HasPrefix(w.spec, "tls://"):
 	default:
-		return fmt.Errorf("--warm %q: want memory, embedded, nats://HOST:PORT or none", w.spec)
+		return usageError("--warm %q is not a valid value: use one of memory, embedded, nats://HOST:PORT (or tls://HOST:PORT), none", w.spec)
 	}
 	if !cmd.Flags().Changed("addr") {
 		w.addr = os.Getenv(envAddr)

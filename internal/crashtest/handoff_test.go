@@ -1,10 +1,13 @@
 package crashtest
 
 import (
+	"context"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/starflow/starflow/starflowtype"
 )
@@ -102,5 +105,37 @@ func TestSIGTERMHandoff(t *testing.T) {
 			t.Errorf("run %s: s01 accepted %d times, s02 of w1 refused %d times, s02 of w2 accepted %d times; want 1, at least 1, 1", id, s01, s02w1, s02w2)
 		}
 	}
+	// The slow step was cut off in w1 and continued by w2 in the same
+	// attempt: the ledger says it started twice (decision 95), each try
+	// once.
+	for _, id := range ids {
+		c.checkTries(id, "s02", 2)
+	}
 	c.stopGracefully()
+}
+
+// checkTries checks that step stepID (root scope) of run id's final
+// attempt has one node_start per try, numbered 1…tries, that its tries
+// column says the same, and that it started at least min tries.
+func (c *cluster) checkTries(id, stepID string, min int) {
+	c.t.Helper()
+	tries := c.count(`SELECT s.tries FROM workflow_steps s JOIN workflow_runs r ON r.id = s.run_id AND r.attempt = s.attempt
+		WHERE s.run_id = $1 AND s.scope_path = '' AND s.step_id = $2`, id, stepID)
+	rows, err := c.pool().Query(context.Background(), `SELECT (e.payload_json::json->>'try')::int FROM workflow_run_events e
+		JOIN workflow_runs r ON r.id = e.run_id AND r.attempt = e.attempt
+		WHERE e.run_id = $1 AND e.node_id = $2 AND e.scope_path = '' AND e.event_type = 'node_start' ORDER BY e.id`, id, stepID)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	starts, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	want := make([]int, tries)
+	for i := range want {
+		want[i] = i + 1
+	}
+	if tries < min || !slices.Equal(starts, want) {
+		c.t.Errorf("run %s step %s: tries %d, node_start tries %v; want at least %d tries, each started once (%v)", id, stepID, tries, starts, min, want)
+	}
 }

@@ -14,7 +14,8 @@ import (
 // The control-flow constructs (SPEC §2, §3 "Control-flow rules").
 //
 // A construct is a step instance like any other: it gets a ledger row
-// (node_start with try 1, then node_complete or node_error) and, when it
+// (one node_start, then node_complete or node_error: re-entering it after
+// a wake or a continuation writes no second node_start, tries.go) and, when it
 // succeeds, a checkpoint whose output is the construct's output and whose
 // context is the merged delta of every step inside it. A completed
 // construct is therefore restored in one piece on resume, while one cut
@@ -35,7 +36,8 @@ import (
 // execConstruct runs a construct step in frame f (its `when` has been
 // evaluated, and it has no checkpoint).
 func (rs *runState) execConstruct(ctx context.Context, f *frame, s *workflow.Step) (any, error) {
-	if err := rs.led.nodeStart(rs.root, f.scope, s.ID, s.Kind(), 1); err != nil {
+	try, err := rs.enter(f.scope, s.ID, s.Kind())
+	if err != nil {
 		return nil, err
 	}
 	cctx := ctx
@@ -52,7 +54,7 @@ func (rs *runState) execConstruct(ctx context.Context, f *frame, s *workflow.Ste
 	}
 	if err == nil {
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(rs.root), releaseTimeout)
-		err = rs.complete(wctx, f, s, 1, out, body.delta)
+		err = rs.complete(wctx, f, s, try, out, body.delta)
 		wcancel()
 		var bad unencodable
 		if !errors.As(err, &bad) {
@@ -63,7 +65,7 @@ func (rs *runState) execConstruct(ctx context.Context, f *frame, s *workflow.Ste
 		return nil, err
 	}
 	f.set(body.delta) // no rollback: what succeeded inside stays applied
-	return nil, rs.fail(f, s, 1, err)
+	return nil, rs.fail(f, s, try, err)
 }
 
 // runConstruct runs the construct's nested lists in its body frame and

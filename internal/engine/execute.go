@@ -51,8 +51,12 @@ type runState struct {
 	// restored holds the checkpoints restored instead of executed, by
 	// scope path + "\x00" + step id. Read-only once loaded.
 	restored map[string]*starflowtype.Checkpoint
-	mu       sync.Mutex // guards phase and waiting
-	phase    string
+	// found holds the step rows of the current attempt that earlier
+	// executions left unfinished, by scope path + "\x00" + step id
+	// (tries.go). Read-only once loaded.
+	found map[string]*starflowtype.Step
+	mu    sync.Mutex // guards phase and waiting
+	phase string
 	// waiting lists the step instances that entered a durable wait in
 	// this execution and have not been closed (see closeWaiting).
 	waiting []waitingStep
@@ -188,6 +192,9 @@ func (rs *runState) execute(ctx context.Context) (any, error) {
 		"run":       map[string]any{"id": rs.run.ID, "attempt": int64(rs.run.Attempt), "workflow": rs.run.WorkflowName},
 	})
 	if err := rs.loadCheckpoints(ctx); err != nil {
+		return nil, err
+	}
+	if err := rs.loadSteps(ctx); err != nil {
 		return nil, err
 	}
 	last, err := rs.execList(ctx, rs.top, def.Steps)

@@ -175,7 +175,11 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 	if s.Timeout > 0 {
 		timeout = time.Duration(s.Timeout)
 	}
-	for try := 1; ; try++ {
+	// Tries continue the attempt's count (tries.go); the retry budget
+	// counts the tries of this execution (n).
+	prior := rs.priorTries(scope, s.ID)
+	for n := 1; ; n++ {
+		try := prior + n
 		if err := rs.led.nodeStart(rs.root, scope, s.ID, kind, try); err != nil {
 			return nil, err
 		}
@@ -213,8 +217,8 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 			// cause, without retrying.
 			return nil, rs.fail(f, s, try, cause)
 		}
-		if !step.IsPermanent(err) && try < policy.maxTries {
-			d := policy.delay(try)
+		if !step.IsPermanent(err) && n < policy.maxTries {
+			d := policy.delay(n)
 			if werr := rs.led.nodeRetry(rs.root, scope, s.ID, try, err, d); werr != nil {
 				return nil, werr
 			}

@@ -91,7 +91,8 @@ func (rs *runState) execWait(ctx context.Context, f *frame, s *workflow.Step) (a
 		case starflowtype.WaitWoken, starflowtype.WaitTimedOut:
 			return rs.finishWait(ctx, f, s, w)
 		case starflowtype.WaitCancelled:
-			return nil, rs.fail(f, s, 1, step.Permanent(fmt.Errorf("wait %s was cancelled", w.ID)))
+			try := max(rs.openTry(f.scope, s.ID), 1)
+			return nil, rs.fail(f, s, try, step.Permanent(fmt.Errorf("wait %s was cancelled", w.ID)))
 		}
 	}
 	return nil, rs.enterDurableWait(ctx, f, s, w)
@@ -100,11 +101,17 @@ func (rs *runState) execWait(ctx context.Context, f *frame, s *workflow.Step) (a
 // finishWait completes a woken wait: its payload is the step's output (for
 // workflow_call: the child's output, or the child's error fails the step).
 func (rs *runState) finishWait(ctx context.Context, f *frame, s *workflow.Step, w *starflowtype.Wait) (any, error) {
+	// The instance is re-entered: its row is waiting since it entered the
+	// wait (tries.go), so no node_start is written for it.
+	try, err := rs.enter(f.scope, s.ID, s.Kind())
+	if err != nil {
+		return nil, err
+	}
 	var payload any
 	if len(w.Payload) > 0 {
 		var err error
 		if payload, err = jsonvalue.Decode(w.Payload); err != nil {
-			return nil, rs.fail(f, s, 1, step.Permanent(fmt.Errorf("wake payload of wait %s: %w", w.ID, err)))
+			return nil, rs.fail(f, s, try, step.Permanent(fmt.Errorf("wake payload of wait %s: %w", w.ID, err)))
 		}
 	}
 	if w.Status == starflowtype.WaitTimedOut {
@@ -118,20 +125,20 @@ func (rs *runState) finishWait(ctx context.Context, f *frame, s *workflow.Step, 
 			if msg == "" {
 				msg = "no error message"
 			}
-			return nil, rs.fail(f, s, 1, step.Permanent(fmt.Errorf("child run %v of workflow %s ended %s: %s", m["run_id"], s.WorkflowCall.Workflow, orUnknown(status), msg)))
+			return nil, rs.fail(f, s, try, step.Permanent(fmt.Errorf("child run %v of workflow %s ended %s: %s", m["run_id"], s.WorkflowCall.Workflow, orUnknown(status), msg)))
 		}
 		payload = m["output"]
 	}
 	out, err := rs.shapeOutput(ctx, f, s, payload)
 	if err != nil {
-		return nil, rs.fail(f, s, 1, err)
+		return nil, rs.fail(f, s, try, err)
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(rs.root), releaseTimeout)
 	defer cancel()
-	if err := rs.complete(wctx, f, s, 1, out, nil); err != nil {
+	if err := rs.complete(wctx, f, s, try, out, nil); err != nil {
 		var bad unencodable
 		if errors.As(err, &bad) {
-			return nil, rs.fail(f, s, 1, err)
+			return nil, rs.fail(f, s, try, err)
 		}
 		return nil, err
 	}
@@ -164,14 +171,16 @@ type waitPlan struct {
 func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.Step, w *starflowtype.Wait) error {
 	scope, kind := f.scope, s.Kind()
 	key := rs.led.key(scope, s.ID)
-	if err := rs.led.nodeStart(rs.root, scope, s.ID, kind, 1); err != nil {
+	// A wait re-entered (its row still open: the run was claimed again
+	// before it was parked) writes no second node_start (tries.go).
+	try, err := rs.enter(scope, s.ID, kind)
+	if err != nil {
 		return err
 	}
 	var plan *waitPlan
 	if w == nil {
-		var err error
 		if plan, err = rs.planWait(ctx, f, s); err != nil {
-			return rs.fail(f, s, 1, err)
+			return rs.fail(f, s, try, err)
 		}
 	}
 	// The writes of a wait are not cut off by a shutdown or an enclosing
@@ -192,7 +201,7 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 	}
 	snap, err := rs.led.json(rs.snapshot(f, envelope))
 	if err != nil {
-		return rs.fail(f, s, 1, err)
+		return rs.fail(f, s, try, err)
 	}
 	extra, _ := rs.led.json(map[string]any{"scope_path": scope, "step_id": s.ID, "kind": kind})
 	if err := rs.e.cfg.Store.OnRunPaused(wctx, &state.RunPausedParams{StepKey: key, Lease: rs.led.lease, Kind: kind,
@@ -201,7 +210,7 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 	}
 	rs.hook(WaitAfterPaused, key)
 	rs.mu.Lock()
-	rs.waiting = append(rs.waiting, waitingStep{scope: scope, stepID: s.ID, kind: kind})
+	rs.waiting = append(rs.waiting, waitingStep{scope: scope, stepID: s.ID, kind: kind, try: try})
 	rs.mu.Unlock()
 	if w != nil {
 		return errParked // registered before; notify is the maintenance pass's
@@ -237,14 +246,14 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 		// string); the inline delivery below sends the unscrubbed one.
 		b, err := json.Marshal(plan.notify)
 		if err != nil {
-			return rs.fail(f, s, 1, step.Permanent(fmt.Errorf("wait.notify: %w", err)))
+			return rs.fail(f, s, try, step.Permanent(fmt.Errorf("wait.notify: %w", err)))
 		}
 		plain, err := jsonvalue.Decode(b)
 		if err != nil {
-			return rs.fail(f, s, 1, step.Permanent(fmt.Errorf("wait.notify: %w", err)))
+			return rs.fail(f, s, try, step.Permanent(fmt.Errorf("wait.notify: %w", err)))
 		}
 		if p.Notify, err = rs.led.json(plain); err != nil {
-			return rs.fail(f, s, 1, err)
+			return rs.fail(f, s, try, err)
 		}
 	}
 	reg, err := rs.e.cfg.Store.RegisterWait(wctx, p)
@@ -264,8 +273,11 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 	return errParked
 }
 
-// waitingStep is a step instance that entered a durable wait.
-type waitingStep struct{ scope, stepID, kind string }
+// waitingStep is a step instance that entered a durable wait, at try.
+type waitingStep struct {
+	scope, stepID, kind string
+	try                 int
+}
 
 // closeWaiting records as failed the step instances inside list (run in
 // scope) that entered a wait during this execution: a try around them
@@ -299,7 +311,7 @@ func (rs *runState) closeWaiting(scope string, list []*workflow.Step) error {
 	rs.mu.Unlock()
 	for _, w := range closing {
 		err := errors.New("abandoned: the enclosing try caught a failure while this step waited")
-		if werr := rs.led.nodeError(rs.root, w.scope, w.stepID, w.kind, 1, err); werr != nil {
+		if werr := rs.led.nodeError(rs.root, w.scope, w.stepID, w.kind, w.try, err); werr != nil {
 			return werr
 		}
 	}

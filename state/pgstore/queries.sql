@@ -133,6 +133,7 @@ UPDATE workflow_runs
    SET status          = 'running',
        claim_state     = 'running',
        started_at      = coalesce(started_at, now()),
+       attempt_started_at = coalesce(attempt_started_at, now()),
        error           = NULL,
        checkpoint_json = NULL,
        updated_at  = now()
@@ -149,22 +150,23 @@ UPDATE workflow_runs
 RETURNING lease_until;
 
 -- name: step_start
--- Opens a step row, or re-opens it for the next try or for a run continued
--- in the same attempt. A succeeded row is final within its attempt (it has
--- a checkpoint): the upsert then changes nothing and the caller reports
--- ErrConflict. seq (start order) comes from its sequence; re-opening a
--- row keeps it.
+-- Opens a step row for a try, or re-opens it for the next try (after a
+-- retry, or in a run continued in the same attempt). A succeeded row is
+-- final within its attempt (it has a checkpoint), and a try is started
+-- once: a try not above the row's tries changes nothing either, and the
+-- caller reports ErrConflict. seq (start order) comes from its sequence;
+-- re-opening a row keeps it.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8, now())
+                            kind, status, tries, started_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8, now(), now())
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'running', tries = excluded.tries, error = NULL,
-       finished_at = NULL, duration_ms = NULL
- WHERE workflow_steps.status <> 'succeeded'
+       finished_at = NULL, duration_ms = NULL, updated_at = excluded.updated_at
+ WHERE workflow_steps.status <> 'succeeded' AND workflow_steps.tries < excluded.tries
 RETURNING /*step_columns*/;
 
 -- name: step_retry
-UPDATE workflow_steps SET tries = $1, error = $2
+UPDATE workflow_steps SET tries = $1, error = $2, updated_at = now()
  WHERE run_id = $3 AND attempt = $4 AND scope_path = $5 AND step_id = $6 AND status = 'running'
 RETURNING /*step_columns*/;
 
@@ -174,6 +176,7 @@ UPDATE workflow_steps
        tries       = $2,
        error       = $3,
        finished_at = now(),
+       updated_at  = now(),
        duration_ms = round(extract(epoch FROM now() - started_at) * 1000)::bigint
  WHERE run_id = $4 AND attempt = $5 AND scope_path = $6 AND step_id = $7
    AND status IN ('running', 'waiting')
@@ -185,11 +188,11 @@ RETURNING /*step_columns*/;
 -- same attempt. A succeeded row is final and is left alone: the caller
 -- reports ErrConflict.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at, finished_at, duration_ms, error)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'failed', $8, now(), now(), 0, $9)
+                            kind, status, tries, started_at, finished_at, duration_ms, error, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'failed', $8, now(), now(), 0, $9, now())
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'failed', kind = excluded.kind, tries = excluded.tries, error = excluded.error,
-       finished_at = excluded.finished_at, duration_ms = 0
+       finished_at = excluded.finished_at, duration_ms = 0, updated_at = excluded.updated_at
  WHERE workflow_steps.status <> 'succeeded'
 RETURNING /*step_columns*/;
 
@@ -199,10 +202,10 @@ RETURNING /*step_columns*/;
 -- already skipped is left as it is too (no row returned): the caller writes
 -- no second node_skipped event (a continued attempt re-evaluates the step).
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at, finished_at, duration_ms, error)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'skipped', 0, now(), now(), 0, NULL)
+                            kind, status, tries, started_at, finished_at, duration_ms, error, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'skipped', 0, now(), now(), 0, NULL, now())
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
-   SET status = 'skipped', finished_at = excluded.finished_at
+   SET status = 'skipped', finished_at = excluded.finished_at, updated_at = excluded.updated_at
  WHERE workflow_steps.status NOT IN ('succeeded', 'skipped')
 RETURNING /*step_columns*/;
 
@@ -233,7 +236,7 @@ UPDATE workflow_runs
        leased_by       = NULL,
        lease_until     = NULL,
        completed_at    = now(),
-       duration_ms     = round(extract(epoch FROM now() - started_at) * 1000)::bigint,
+       duration_ms     = round(extract(epoch FROM now() - coalesce(attempt_started_at, now())) * 1000)::bigint,
        updated_at      = now()
  WHERE id = $2;
 
@@ -246,6 +249,7 @@ UPDATE workflow_runs
    SET status       = 'interrupted',
        claim_state  = 'queued',
        attempt      = attempt + 1,
+       attempt_started_at = NULL,
        available_at = now() + $1::bigint * interval '1 microsecond',
        error        = $2,
        leased_by    = NULL,
@@ -274,7 +278,7 @@ UPDATE workflow_runs
        lease_until     = NULL,
        checkpoint_json = NULL,
        completed_at    = now(),
-       duration_ms     = round(extract(epoch FROM now() - coalesce(started_at, created_at)) * 1000)::bigint,
+       duration_ms     = round(extract(epoch FROM now() - coalesce(attempt_started_at, now())) * 1000)::bigint,
        updated_at      = now()
  WHERE id = $3;
 
@@ -307,14 +311,14 @@ SELECT /*run_columns*/ FROM workflow_runs
 
 -- name: list_steps
 SELECT run_id::text, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
-       coalesce(duration_ms, 0), coalesce(error, '')
+       coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)
   FROM workflow_steps
  WHERE run_id = $1 AND ($2::int = 0 OR attempt = $2)
  ORDER BY attempt, seq;
 
 -- name: get_step
 SELECT run_id::text, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
-       coalesce(duration_ms, 0), coalesce(error, '')
+       coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)
   FROM workflow_steps
  WHERE run_id = $1 AND attempt = $2 AND scope_path = $3 AND step_id = $4;
 
@@ -377,6 +381,7 @@ UPDATE workflow_runs
 UPDATE workflow_runs
    SET claim_state  = 'queued',
        attempt      = attempt + 1,
+       attempt_started_at = NULL,
        available_at = now() + $1::bigint * interval '1 microsecond',
        updated_at   = now()
  WHERE id = $2;
@@ -387,6 +392,7 @@ UPDATE workflow_steps
    SET status      = 'failed',
        error       = $1,
        finished_at = now(),
+       updated_at  = now(),
        duration_ms = round(extract(epoch FROM now() - started_at) * 1000)::bigint
  WHERE run_id = $2 AND attempt = $3 AND status IN ('running', 'waiting');
 
@@ -398,13 +404,13 @@ UPDATE workflow_runs
        lease_until     = NULL,
        checkpoint_json = NULL,
        completed_at    = now(),
-       duration_ms     = round(extract(epoch FROM now() - coalesce(started_at, created_at)) * 1000)::bigint,
+       duration_ms     = round(extract(epoch FROM now() - coalesce(attempt_started_at, now())) * 1000)::bigint,
        updated_at      = now()
  WHERE id = $1;
 
 -- name: steps_cancelled
 UPDATE workflow_steps
-   SET status = 'cancelled', finished_at = now()
+   SET status = 'cancelled', finished_at = now(), updated_at = now()
  WHERE run_id = $1 AND attempt = $2 AND status IN ('running', 'waiting');
 
 -- name: run_state
@@ -421,6 +427,7 @@ UPDATE workflow_runs
    SET status            = 'queued',
        claim_state       = 'queued',
        attempt           = attempt + 1,
+       attempt_started_at = NULL,
        max_attempts      = greatest(max_attempts, attempt + 1),
        available_at      = now(),
        recovery_mode     = coalesce(nullif($1, ''), recovery_mode),
@@ -455,10 +462,10 @@ UPDATE workflow_runs
 -- The wait's step row becomes waiting (opened when it was not). A
 -- succeeded row is final: the caller reports ErrConflict.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'waiting', 1, now())
+                            kind, status, tries, started_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'waiting', 1, now(), now())
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
-   SET status = 'waiting', finished_at = NULL, duration_ms = NULL
+   SET status = 'waiting', finished_at = NULL, duration_ms = NULL, updated_at = excluded.updated_at
  WHERE workflow_steps.status <> 'succeeded';
 
 -- name: get_wait

@@ -178,7 +178,7 @@ type scanner interface{ Scan(dest ...any) error }
 func scanRun(sc scanner) (*starflowtype.Run, error) {
 	var r starflowtype.Run
 	var status, claim, mode, trigger string
-	var leaseUntil, heartbeat, started, completed *time.Time
+	var leaseUntil, heartbeat, started, completed, attemptStarted *time.Time
 	var input, output, checkpoint []byte
 	err := sc.Scan(&r.ID, &r.WorkspaceID, &r.Env, &r.DefinitionID, &r.WorkflowName,
 		&r.WorkflowRevision, &r.TemplateID, &status, &claim, &r.RunnerPool,
@@ -186,7 +186,7 @@ func scanRun(sc scanner) (*starflowtype.Run, error) {
 		&r.Attempt, &r.MaxAttempts, &r.AvailableAt, &mode, &trigger, &r.ParentRunID,
 		&r.IdempotencyKey, &input, &output, &checkpoint, &r.Phase,
 		&r.Error, &r.DeadLettered, &r.CancelRequested, &r.CreatedAt, &started, &completed,
-		&r.DurationMS, &r.UpdatedAt)
+		&r.DurationMS, &r.UpdatedAt, &attemptStarted)
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +199,7 @@ func scanRun(sc scanner) (*starflowtype.Run, error) {
 	r.AvailableAt = r.AvailableAt.UTC()
 	r.CreatedAt = r.CreatedAt.UTC()
 	r.StartedAt = utc(started)
+	r.AttemptStartedAt = utc(attemptStarted)
 	r.CompletedAt = utc(completed)
 	r.UpdatedAt = r.UpdatedAt.UTC()
 	r.Input = rawJSON(input)
@@ -210,14 +211,15 @@ func scanRun(sc scanner) (*starflowtype.Run, error) {
 func scanStep(sc scanner) (*starflowtype.Step, error) {
 	var st starflowtype.Step
 	var status string
-	var started, finished *time.Time
+	var started, finished, updated *time.Time
 	if err := sc.Scan(&st.RunID, &st.Attempt, &st.ScopePath, &st.StepID, &st.Kind, &status, &st.Tries,
-		&started, &finished, &st.DurationMS, &st.Error); err != nil {
+		&started, &finished, &st.DurationMS, &st.Error, &updated); err != nil {
 		return nil, err
 	}
 	st.Status = starflowtype.StepStatus(status)
 	st.StartedAt = utc(started)
 	st.FinishedAt = utc(finished)
+	st.UpdatedAt = utc(updated)
 	return &st, nil
 }
 

@@ -52,12 +52,12 @@ const runColumns = `id::text, workspace_id, env, coalesce(definition_id::text, '
 	attempt, max_attempts, available_at, recovery_mode, trigger_type, coalesce(parent_run_id::text, ''),
 	coalesce(idempotency_key, ''), input_json, output_json, checkpoint_json, coalesce(phase, ''),
 	coalesce(error, ''), dead_lettered, cancel_requested, created_at, started_at, completed_at,
-	coalesce(duration_ms, 0), updated_at`
+	coalesce(duration_ms, 0), updated_at, attempt_started_at`
 
 // stepColumns is the column list scanned by scanStep, substituted for the
 // /*step_columns*/ marker in queries.sql (the step writes' RETURNING).
 const stepColumns = `run_id::text, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
-	coalesce(duration_ms, 0), coalesce(error, '')`
+	coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)`
 
 // waitColumns is the column list scanned by scanWait, substituted for the
 // /*wait_columns*/ marker in queries.sql.

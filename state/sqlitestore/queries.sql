@@ -117,6 +117,7 @@ UPDATE workflow_runs
    SET status      = 'running',
        claim_state = 'running',
        started_at  = coalesce(started_at, strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+       attempt_started_at = coalesce(attempt_started_at, strftime('%Y-%m-%dT%H:%M:%fZ','now')),
        error       = NULL,
        checkpoint_json = NULL,
        updated_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now')
@@ -132,21 +133,23 @@ UPDATE workflow_runs
 RETURNING lease_until;
 
 -- name: step_start
--- Opens a step row, or re-opens it for the next try or for a run continued
--- in the same attempt. A succeeded row is final within its attempt (it has
--- a checkpoint): the upsert then changes nothing and the caller reports
--- ErrConflict.
+-- Opens a step row for a try, or re-opens it for the next try (after a
+-- retry, or in a run continued in the same attempt). A succeeded row is
+-- final within its attempt (it has a checkpoint), and a try is started
+-- once: a try not above the row's tries changes nothing either, and the
+-- caller reports ErrConflict.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at, seq)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0)
+                            kind, status, tries, started_at, updated_at, seq)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+        strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'running', tries = excluded.tries, error = NULL,
-       finished_at = NULL, duration_ms = NULL
- WHERE workflow_steps.status <> 'succeeded'
+       finished_at = NULL, duration_ms = NULL, updated_at = excluded.updated_at
+ WHERE workflow_steps.status <> 'succeeded' AND workflow_steps.tries < excluded.tries
 RETURNING /*step_columns*/;
 
 -- name: step_retry
-UPDATE workflow_steps SET tries = ?, error = ?
+UPDATE workflow_steps SET tries = ?, error = ?, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
  WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ? AND status = 'running'
 RETURNING /*step_columns*/;
 
@@ -156,6 +159,7 @@ UPDATE workflow_steps
        tries       = ?,
        error       = ?,
        finished_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       updated_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
        duration_ms = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
                                   - julianday(started_at)) * 86400000) AS INTEGER)
  WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ?
@@ -168,12 +172,13 @@ RETURNING /*step_columns*/;
 -- same attempt. A succeeded row is final and is left alone: the caller
 -- reports ErrConflict.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at, finished_at, duration_ms, error, seq)
+                            kind, status, tries, started_at, finished_at, duration_ms, error, updated_at, seq)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'failed', ?8,
-        strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, ?9, 0)
+        strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, ?9,
+        strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'failed', kind = excluded.kind, tries = excluded.tries, error = excluded.error,
-       finished_at = excluded.finished_at, duration_ms = 0
+       finished_at = excluded.finished_at, duration_ms = 0, updated_at = excluded.updated_at
  WHERE workflow_steps.status <> 'succeeded'
 RETURNING /*step_columns*/;
 
@@ -183,11 +188,12 @@ RETURNING /*step_columns*/;
 -- already skipped is left as it is too (no row returned): the caller writes
 -- no second node_skipped event (a continued attempt re-evaluates the step).
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at, finished_at, duration_ms, error, seq)
+                            kind, status, tries, started_at, finished_at, duration_ms, error, updated_at, seq)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'skipped', 0,
-        strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, NULL, 0)
+        strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, NULL,
+        strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
-   SET status = 'skipped', finished_at = excluded.finished_at
+   SET status = 'skipped', finished_at = excluded.finished_at, updated_at = excluded.updated_at
  WHERE workflow_steps.status NOT IN ('succeeded', 'skipped')
 RETURNING /*step_columns*/;
 
@@ -219,7 +225,8 @@ UPDATE workflow_runs
        lease_until     = NULL,
        completed_at    = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
        duration_ms     = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-                                      - julianday(started_at)) * 86400000) AS INTEGER),
+                                      - julianday(coalesce(attempt_started_at, strftime('%Y-%m-%dT%H:%M:%fZ','now'))))
+                                     * 86400000) AS INTEGER),
        updated_at      = strftime('%Y-%m-%dT%H:%M:%fZ','now')
  WHERE id = ?;
 
@@ -235,6 +242,7 @@ UPDATE workflow_runs
    SET status       = 'interrupted',
        claim_state  = 'queued',
        attempt      = attempt + 1,
+       attempt_started_at = NULL,
        available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?),
        error        = ?,
        leased_by    = NULL,
@@ -264,7 +272,8 @@ UPDATE workflow_runs
        checkpoint_json = NULL,
        completed_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
        duration_ms   = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-                                    - julianday(coalesce(started_at, created_at))) * 86400000) AS INTEGER),
+                                    - julianday(coalesce(attempt_started_at, strftime('%Y-%m-%dT%H:%M:%fZ','now'))))
+                                   * 86400000) AS INTEGER),
        updated_at    = strftime('%Y-%m-%dT%H:%M:%fZ','now')
  WHERE id = ?;
 
@@ -291,14 +300,14 @@ SELECT /*run_columns*/ FROM workflow_runs
 
 -- name: list_steps
 SELECT run_id, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
-       coalesce(duration_ms, 0), coalesce(error, '')
+       coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)
   FROM workflow_steps
  WHERE run_id = ? AND (? = 0 OR attempt = ?)
  ORDER BY attempt, rowid; -- rowid: first-start order (an upsert keeps it)
 
 -- name: get_step
 SELECT run_id, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
-       coalesce(duration_ms, 0), coalesce(error, '')
+       coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)
   FROM workflow_steps
  WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ?;
 
@@ -349,6 +358,7 @@ UPDATE workflow_runs
 UPDATE workflow_runs
    SET claim_state  = 'queued',
        attempt      = attempt + 1,
+       attempt_started_at = NULL,
        available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?),
        updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
  WHERE id = ?;
@@ -359,6 +369,7 @@ UPDATE workflow_steps
    SET status      = 'failed',
        error       = ?1,
        finished_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       updated_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
        duration_ms = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
                                   - julianday(started_at)) * 86400000) AS INTEGER)
  WHERE run_id = ?2 AND attempt = ?3 AND status IN ('running', 'waiting');
@@ -372,13 +383,15 @@ UPDATE workflow_runs
        checkpoint_json = NULL,
        completed_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
        duration_ms  = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-                                   - julianday(coalesce(started_at, created_at))) * 86400000) AS INTEGER),
+                                   - julianday(coalesce(attempt_started_at, strftime('%Y-%m-%dT%H:%M:%fZ','now'))))
+                                  * 86400000) AS INTEGER),
        updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
  WHERE id = ?;
 
 -- name: steps_cancelled
 UPDATE workflow_steps
-   SET status = 'cancelled', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+   SET status = 'cancelled', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
  WHERE run_id = ? AND attempt = ? AND status IN ('running', 'waiting');
 
 -- name: run_state
@@ -395,6 +408,7 @@ UPDATE workflow_runs
    SET status           = 'queued',
        claim_state      = 'queued',
        attempt          = attempt + 1,
+       attempt_started_at = NULL,
        max_attempts     = max(max_attempts, attempt + 1),
        available_at     = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
        recovery_mode    = coalesce(nullif(?1, ''), recovery_mode),
@@ -431,10 +445,11 @@ UPDATE workflow_runs
 -- The wait's step row becomes waiting (opened when it was not). A
 -- succeeded row is final: the caller reports ErrConflict.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at, seq)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting', 1, strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0)
+                            kind, status, tries, started_at, updated_at, seq)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting', 1, strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+        strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0)
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
-   SET status = 'waiting', finished_at = NULL, duration_ms = NULL
+   SET status = 'waiting', finished_at = NULL, duration_ms = NULL, updated_at = excluded.updated_at
  WHERE workflow_steps.status <> 'succeeded';
 
 -- name: get_wait

@@ -166,7 +166,7 @@ type scanner interface{ Scan(dest ...any) error }
 func scanRun(sc scanner) (*starflowtype.Run, error) {
 	var r starflowtype.Run
 	var status, claim, mode, trigger, created, updated, available string
-	var leaseUntil, heartbeat, started, completed sql.NullString
+	var leaseUntil, heartbeat, started, completed, attemptStarted sql.NullString
 	var input, output, checkpoint sql.NullString
 	err := sc.Scan(&r.ID, &r.WorkspaceID, &r.Env, &r.DefinitionID, &r.WorkflowName,
 		&r.WorkflowRevision, &r.TemplateID, &status, &claim, &r.RunnerPool,
@@ -174,7 +174,7 @@ func scanRun(sc scanner) (*starflowtype.Run, error) {
 		&r.Attempt, &r.MaxAttempts, &available, &mode, &trigger, &r.ParentRunID,
 		&r.IdempotencyKey, &input, &output, &checkpoint, &r.Phase,
 		&r.Error, &r.DeadLettered, &r.CancelRequested, &created, &started, &completed,
-		&r.DurationMS, &updated)
+		&r.DurationMS, &updated, &attemptStarted)
 	if err != nil {
 		return nil, err
 	}
@@ -187,6 +187,7 @@ func scanRun(sc scanner) (*starflowtype.Run, error) {
 	r.AvailableAt = parseTime(available)
 	r.CreatedAt = parseTime(created)
 	r.StartedAt = parseNullTime(started)
+	r.AttemptStartedAt = parseNullTime(attemptStarted)
 	r.CompletedAt = parseNullTime(completed)
 	r.UpdatedAt = parseTime(updated)
 	r.Input = rawJSON(input)
@@ -198,14 +199,15 @@ func scanRun(sc scanner) (*starflowtype.Run, error) {
 func scanStep(sc scanner) (*starflowtype.Step, error) {
 	var st starflowtype.Step
 	var status string
-	var started, finished sql.NullString
+	var started, finished, updated sql.NullString
 	if err := sc.Scan(&st.RunID, &st.Attempt, &st.ScopePath, &st.StepID, &st.Kind, &status, &st.Tries,
-		&started, &finished, &st.DurationMS, &st.Error); err != nil {
+		&started, &finished, &st.DurationMS, &st.Error, &updated); err != nil {
 		return nil, err
 	}
 	st.Status = starflowtype.StepStatus(status)
 	st.StartedAt = parseNullTime(started)
 	st.FinishedAt = parseNullTime(finished)
+	st.UpdatedAt = parseNullTime(updated)
 	return &st, nil
 }
 

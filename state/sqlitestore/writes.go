@@ -358,9 +358,14 @@ func (s *Store) OnNodeStart(ctx context.Context, p *state.NodeStartParams) error
 		if m.cancel {
 			return fmt.Errorf("run %s: %w", p.RunID, starflowtype.ErrCancelRequested)
 		}
-		if ok, err := s.stepWrite(ctx, t, "step_start", p.RunID, p.Attempt, p.ScopePath, p.StepID,
-			m.workspace, m.env, p.Kind, p.Try); err != nil || !ok {
-			return fmt.Errorf("step %q already succeeded: %w", p.StepID, cmp.Or(err, starflowtype.ErrConflict))
+		ok, err := s.stepWrite(ctx, t, "step_start", p.RunID, p.Attempt, p.ScopePath, p.StepID,
+			m.workspace, m.env, p.Kind, p.Try)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("step %q: try %d not started: the step already succeeded in attempt %d, or started try %d or a later one: %w",
+				p.StepID, p.Try, p.Attempt, p.Try, starflowtype.ErrConflict)
 		}
 		payload := tryPayload(p.Try, p.Payload)
 		return t.event(ctx, m, p.RunID, p.Attempt, starflowtype.EventNodeStart, p.StepID, p.ScopePath, payload)

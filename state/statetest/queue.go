@@ -117,6 +117,9 @@ func (s *suite) testExpireOldLeases(t *testing.T) {
 	if !hasEvent(h.events(replay.ID), starflowtype.EventRunnerLost) {
 		t.Fatal("no runner_lost event")
 	}
+	if r.StartedAt.IsZero() || !r.AttemptStartedAt.IsZero() {
+		t.Errorf("replay run after sweep: started_at %v, attempt_started_at %v; want the first start kept and the new attempt not started", r.StartedAt, r.AttemptStartedAt)
+	}
 	m := h.getRun(manual.ID)
 	if m.Status != starflowtype.RunInterrupted || m.ClaimState != starflowtype.ClaimAbandoned {
 		t.Fatalf("manual run after sweep: %s/%s", m.Status, m.ClaimState)

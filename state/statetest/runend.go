@@ -262,6 +262,92 @@ func (s *suite) testClearLease(t *testing.T) {
 	near(t, "started_at (kept from the first start)", started.StartedAt, run.StartedAt, 0)
 }
 
+// testAttemptDuration: started_at is the run's first start, while
+// attempt_started_at is the first start of the current attempt (kept by a
+// continuation in the same attempt, cleared by a new attempt), and
+// duration_ms of a finished run is completed_at − attempt_started_at on
+// the database clock: a retried, resumed or retriggered run reports its
+// last attempt's duration.
+func (s *suite) testAttemptDuration(t *testing.T) {
+	t.Parallel()
+	h := s.stored(t)
+	run, l := h.started(&state.EnqueueRunParams{MaxAttempts: 3}, runnerA)
+	if run.StartedAt.IsZero() {
+		t.Fatal("started_at not set by OnRunStart")
+	}
+	near(t, "attempt_started_at of attempt 1", run.AttemptStartedAt, run.StartedAt, 0)
+
+	// Attempt 1 fails and is retried after a backoff of the database
+	// clock: attempt 2 starts at least that much later.
+	const backoff = 300 * time.Millisecond
+	retried, err := h.a.OnRunError(h.ctx(), &state.RunErrorParams{RunID: run.ID, Lease: l, Error: "503", Retry: true, Backoff: backoff})
+	if err != nil {
+		t.Fatalf("OnRunError: %v", err)
+	}
+	equal(t, "attempt after the retry", retried.Attempt, 2)
+	if !retried.AttemptStartedAt.IsZero() {
+		t.Errorf("attempt_started_at = %v before attempt 2 started, want unset", retried.AttemptStartedAt)
+	}
+	near(t, "started_at after the retry", retried.StartedAt, run.StartedAt, 0)
+	var c *starflowtype.Run
+	eventually(t, "the retried run claimable", func() bool {
+		c = h.claim(runnerB)
+		return c != nil
+	})
+	second, err := h.a.OnRunStart(h.ctx(), &state.RunStartParams{RunID: run.ID, Lease: c.Lease()})
+	if err != nil {
+		t.Fatalf("OnRunStart of attempt 2: %v", err)
+	}
+	near(t, "started_at in attempt 2 (the first start)", second.StartedAt, run.StartedAt, 0)
+	if second.AttemptStartedAt.Sub(run.StartedAt) < backoff {
+		t.Errorf("attempt_started_at of attempt 2 = %v, want at least %v after the first start %v", second.AttemptStartedAt, backoff, run.StartedAt)
+	}
+
+	// A graceful release: the next runner continues attempt 2, which keeps
+	// its first start.
+	if err := h.a.ClearLease(h.ctx(), &state.ClearLeaseParams{RunID: run.ID, Lease: c.Lease()}); err != nil {
+		t.Fatalf("ClearLease: %v", err)
+	}
+	cont, l3 := h.claimAndStart(run.ID, runnerA)
+	equal(t, "attempt of the continuation", cont.Attempt, 2)
+	near(t, "attempt_started_at of the continued attempt", cont.AttemptStartedAt, second.AttemptStartedAt, 0)
+
+	done, err := h.a.OnRunComplete(h.ctx(), &state.RunCompleteParams{RunID: run.ID, Lease: l3, Output: json.RawMessage(`1`)})
+	if err != nil {
+		t.Fatalf("OnRunComplete: %v", err)
+	}
+	got := h.getRun(run.ID)
+	equal(t, "duration_ms returned and stored", done.DurationMS, got.DurationMS)
+	want := got.CompletedAt.Sub(got.AttemptStartedAt).Milliseconds()
+	if d := got.DurationMS - want; d < -1 || d > 1 {
+		t.Errorf("duration_ms = %d, want completed_at − attempt_started_at = %d (completed %v, attempt started %v)",
+			got.DurationMS, want, got.CompletedAt, got.AttemptStartedAt)
+	}
+	if whole := got.CompletedAt.Sub(got.StartedAt).Milliseconds(); got.DurationMS > whole-backoff.Milliseconds() {
+		t.Errorf("duration_ms = %d spans the first attempt (%d ms since the first start)", got.DurationMS, whole)
+	}
+
+	// Retriggered: attempt 3 has not started (no duration yet); cancelled
+	// before it starts, it ends with a duration of 0 — that attempt never
+	// ran — and the first start kept.
+	again, err := h.a.RequeueRun(h.ctx(), &state.RequeueRunParams{RunID: run.ID, Reason: "retrigger"})
+	if err != nil {
+		t.Fatalf("RequeueRun: %v", err)
+	}
+	equal(t, "attempt after the retrigger", again.Attempt, 3)
+	if !again.AttemptStartedAt.IsZero() || !again.CompletedAt.IsZero() || again.DurationMS != 0 {
+		t.Errorf("after the retrigger: attempt_started_at %v, completed_at %v, duration_ms %d; want all unset",
+			again.AttemptStartedAt, again.CompletedAt, again.DurationMS)
+	}
+	cancelled, err := h.a.CancelRun(h.ctx(), &state.CancelRunParams{RunID: run.ID})
+	if err != nil {
+		t.Fatalf("CancelRun: %v", err)
+	}
+	equal(t, "status", cancelled.Status, starflowtype.RunCancelled)
+	equal(t, "duration_ms of an attempt that never started", cancelled.DurationMS, int64(0))
+	near(t, "started_at after the cancel", cancelled.StartedAt, run.StartedAt, 0)
+}
+
 // testPhase: RecordPhaseIfChanged appends one phase event per change.
 func (s *suite) testPhase(t *testing.T) {
 	t.Parallel()

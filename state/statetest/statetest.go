@@ -57,6 +57,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("RunComplete", s.testRunComplete)
 	t.Run("RunError", s.testRunError)
 	t.Run("ClearLease", s.testClearLease)
+	t.Run("AttemptDuration", s.testAttemptDuration)
 	t.Run("Phase", s.testPhase)
 	t.Run("IdempotentEnqueue", s.testIdempotentEnqueue)
 	t.Run("ClaimByID", s.testClaimByID)

@@ -34,6 +34,7 @@ func (s *suite) testSteps(t *testing.T) {
 		if st.StartedAt.IsZero() {
 			t.Error("started_at not set")
 		}
+		near(t, "updated_at after start (the row's last write)", st.UpdatedAt, st.StartedAt, 0)
 		evs := h.eventsAfter(run.ID, mark)
 		wantEventTypes(t, evs, starflowtype.EventNodeStart)
 		if len(evs) == 1 {
@@ -51,6 +52,9 @@ func (s *suite) testSteps(t *testing.T) {
 		equal(t, "status after retry", st.Status, starflowtype.StepRunning)
 		equal(t, "tries after retry", st.Tries, 1)
 		equal(t, "error after retry", st.Error, "503 from inventory")
+		if st.UpdatedAt.Before(st.StartedAt) {
+			t.Errorf("updated_at %v after the retry, before started_at %v", st.UpdatedAt, st.StartedAt)
+		}
 		evs = h.eventsAfter(run.ID, mark)
 		wantEventTypes(t, evs, starflowtype.EventNodeStart, starflowtype.EventNodeRetry)
 		if len(evs) == 2 {
@@ -78,6 +82,7 @@ func (s *suite) testSteps(t *testing.T) {
 		if st.DurationMS < 0 {
 			t.Errorf("duration_ms = %d", st.DurationMS)
 		}
+		near(t, "updated_at after complete", st.UpdatedAt, st.FinishedAt, 0)
 		evs = h.eventsAfter(run.ID, mark)
 		wantEventTypes(t, evs, starflowtype.EventNodeStart, starflowtype.EventNodeRetry,
 			starflowtype.EventNodeStart, starflowtype.EventNodeComplete)
@@ -317,13 +322,62 @@ func (s *suite) testSteps(t *testing.T) {
 		if err := h.a.OnNodeError(h.ctx(), &state.NodeErrorParams{StepKey: broken, Lease: l2, Kind: "context_set", Error: "when did not evaluate"}); err != nil {
 			t.Errorf("OnNodeError of a failed step in a continued attempt: %v", err)
 		}
-		h.nodeStart(failed, l2, 1)
+		// Started again in this attempt: its second try.
+		h.nodeStart(failed, l2, 2)
 		equal(t, "re-opened step status", h.step(failed).Status, starflowtype.StepRunning)
-		h.nodeComplete(failed, l2, `"ok"`, `{}`)
+		equal(t, "re-opened step tries", h.step(failed).Tries, 2)
+		if err := h.a.OnNodeComplete(h.ctx(), &state.NodeCompleteParams{StepKey: failed, Lease: l2, Try: 2,
+			Output: json.RawMessage(`"ok"`), Context: json.RawMessage(`{}`)}); err != nil {
+			t.Fatalf("OnNodeComplete: %v", err)
+		}
 		equal(t, "re-run step status", h.step(failed).Status, starflowtype.StepSucceeded)
 		equal(t, "skipped step status", h.step(skipped).Status, starflowtype.StepSkipped)
 		equal(t, "broken step status", h.step(broken).Status, starflowtype.StepFailed)
 		equal(t, "checkpoints", len(h.checkpoints(run.ID, 0)), 1)
+	})
+
+	t.Run("TryStartedOnce", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		run, l := h.started(nil, runnerA)
+		k := stepKey(run, "", "charge")
+		mark := h.lastEventID(run.ID)
+		h.nodeStart(k, l, 1)
+
+		// Try 1 again, or an earlier try: refused, nothing written.
+		for _, try := range []int{1, 0} {
+			before := h.snapshot(run.ID)
+			err := h.a.OnNodeStart(h.ctx(), &state.NodeStartParams{StepKey: k, Lease: l, Kind: "context_set", Try: try})
+			wantErrIs(t, fmt.Sprintf("OnNodeStart of try %d after try 1 started", try), err, starflowtype.ErrConflict)
+			sameSnapshot(t, fmt.Sprintf("OnNodeStart of try %d after try 1 started", try), before, h.snapshot(run.ID))
+		}
+
+		// Cut off mid-flight: the lease is released and another runner
+		// continues the same attempt. Its start is try 2, once.
+		if err := h.a.ClearLease(h.ctx(), &state.ClearLeaseParams{RunID: run.ID, Lease: l}); err != nil {
+			t.Fatal(err)
+		}
+		run2, l2 := h.claimAndStart(run.ID, runnerB)
+		equal(t, "attempt", run2.Attempt, run.Attempt)
+		before := h.snapshot(run.ID)
+		err := h.a.OnNodeStart(h.ctx(), &state.NodeStartParams{StepKey: k, Lease: l2, Kind: "context_set", Try: 1})
+		wantErrIs(t, "OnNodeStart of try 1 by the continuing runner", err, starflowtype.ErrConflict)
+		sameSnapshot(t, "OnNodeStart of try 1 by the continuing runner", before, h.snapshot(run.ID))
+		h.nodeStart(k, l2, 2)
+		st := h.step(k)
+		equal(t, "status", st.Status, starflowtype.StepRunning)
+		equal(t, "tries", st.Tries, 2)
+		var starts []*starflowtype.Event
+		for _, e := range h.eventsAfter(run.ID, mark) {
+			if e.Type == starflowtype.EventNodeStart {
+				starts = append(starts, e)
+			}
+		}
+		if len(starts) != 2 {
+			t.Fatalf("node_start events %s, want two", dump(starts))
+		}
+		wantTry(t, starts[0], 1)
+		wantTry(t, starts[1], 2)
 	})
 
 	t.Run("EventsInOrder", func(t *testing.T) {

@@ -1,0 +1,91 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/state/sqlitestore"
+)
+
+// TestMigrationAttemptStartedAtBackfill: migration 00009 gives existing
+// runs the first start of their current attempt (its first run_started
+// event; started_at for a first attempt whose events are gone; none when
+// the current attempt has not started) and existing step rows their finish
+// or start time as updated_at.
+func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := sqlitestore.Open(sqlitestore.Config{Path: filepath.Join(t.TempDir(), "old.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.DB(), os.DirFS("migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 8); err != nil { // the schema before 00009
+		t.Fatal(err)
+	}
+	const (
+		t1 = "2026-01-01T10:00:00.000Z" // first start
+		t2 = "2026-01-01T11:00:00.000Z" // attempt 2 starts
+		t3 = "2026-01-01T11:30:00.000Z" // attempt 2 continued by another runner
+	)
+	for _, q := range []string{
+		`INSERT INTO workflow_runs (id, workflow_name, attempt, status, started_at) VALUES
+		   ('r-first', 'wf', 1, 'succeeded', '` + t1 + `'),
+		   ('r-second', 'wf', 2, 'running', '` + t1 + `'),
+		   ('r-retrying', 'wf', 2, 'interrupted', '` + t1 + `'),
+		   ('r-queued', 'wf', 1, 'queued', NULL)`,
+		`INSERT INTO workflow_run_events (run_id, attempt, event_type, created_at) VALUES
+		   ('r-second', 1, 'run_started', '` + t1 + `'),
+		   ('r-second', 2, 'run_started', '` + t3 + `'),
+		   ('r-second', 2, 'run_started', '` + t2 + `'),
+		   ('r-retrying', 1, 'run_started', '` + t1 + `')`,
+		`INSERT INTO workflow_steps (run_id, attempt, step_id, kind, status, tries, started_at, finished_at) VALUES
+		   ('r-first', 1, 'done', 'noop', 'succeeded', 1, '` + t1 + `', '` + t2 + `'),
+		   ('r-second', 2, 'open', 'noop', 'running', 1, '` + t3 + `', NULL)`,
+	} {
+		if _, err := s.DB().ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at := func(v string) time.Time {
+		if v == "" {
+			return time.Time{}
+		}
+		tm, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	for id, want := range map[string]string{"r-first": t1, "r-second": t2, "r-retrying": "", "r-queued": ""} {
+		r, err := s.GetRun(ctx, &state.GetRunParams{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.AttemptStartedAt.Equal(at(want)) {
+			t.Errorf("run %s: attempt_started_at %v after the migration, want %q", id, r.AttemptStartedAt, want)
+		}
+	}
+	for id, want := range map[string]string{"r-first": t2, "r-second": t3} {
+		steps, err := s.ListSteps(ctx, &state.ListStepsParams{RunID: id})
+		if err != nil || len(steps) != 1 {
+			t.Fatalf("steps of %s: %v %v", id, steps, err)
+		}
+		if !steps[0].UpdatedAt.Equal(at(want)) {
+			t.Errorf("step of %s: updated_at %v after the migration, want %s", id, steps[0].UpdatedAt, want)
+		}
+	}
+}
