@@ -106,7 +106,7 @@ func (g *globalFlags) openStore(ctx context.Context) (state.Adapter, error) {
 	if path == "" {
 		return nil, fmt.Errorf("store %q: missing the database file path", url)
 	}
-	s, err := sqlitestore.Open(sqlitestore.Config{Path: path, Hooks: g.hooks()})
+	s, err := sqlitestore.Open(sqlitestore.Config{Path: path, Hooks: g.hooks(), Logger: g.logger(os.Stderr)})
 	if err != nil {
 		return nil, err
 	}

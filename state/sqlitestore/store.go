@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -85,6 +86,11 @@ type Config struct {
 	// or context delta goes to workflow_blobs by sha256. Default
 	// state.BlobThresholdDefault (256 KiB).
 	BlobThreshold int
+	// Logger receives the store's warnings: a database file other users
+	// could read, made owner-only at Open (see FileMode), and the wake-key
+	// secrets Migrate moves out of a database older than migration 00008.
+	// Default slog.Default().
+	Logger *slog.Logger
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -100,6 +106,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.BlobThreshold <= 0 {
 		c.BlobThreshold = state.BlobThresholdDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }
@@ -129,10 +138,15 @@ type Store struct {
 var _ state.Adapter = (*Store)(nil)
 
 // Open opens (creating if needed) the database at cfg.Path. It does not
-// migrate; call Migrate.
+// migrate; call Migrate. A new database file is created with FileMode
+// (0600), and existing files of the database that other users may access
+// are made owner-only, with a warning on cfg.Logger naming each.
 func Open(cfg Config) (*Store, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := secureFiles(cfg.Path, cfg.Logger); err != nil {
 		return nil, err
 	}
 	dsn := func(txlock string, readOnly bool) string {
