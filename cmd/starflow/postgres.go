@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // openPostgres opens and migrates a PostgreSQL store. A `schema` query
 // parameter (not a PostgreSQL one) selects the schema Starflow's tables
 // live in; it is removed before connecting.
-func openPostgres(ctx context.Context, raw string, leaseTTL time.Duration, hooks []state.TxHook) (state.Adapter, error) {
+func openPostgres(ctx context.Context, raw string, leaseTTL time.Duration, hooks []state.TxHook, log *slog.Logger) (state.Adapter, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store URL %q: %w", redactURL(raw), err)
@@ -28,6 +29,7 @@ func openPostgres(ctx context.Context, raw string, leaseTTL time.Duration, hooks
 		// does, so its row locks never outlive it.
 		cfg.IdleInTransactionTimeout = leaseTTL * 2 / 3
 	}
+	cfg.Logger = log
 	s, err := pgstore.Open(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open PostgreSQL store %s: %w", redactURL(raw), err)

@@ -32,7 +32,7 @@ func TestRunnerConnectionsEndIdleTransactionsBeforeTheLease(t *testing.T) {
 		conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 		conn.Close(context.Background())
 	}()
-	store, err := openPostgres(ctx, url+"&schema="+schema, 9*time.Second, nil)
+	store, err := openPostgres(ctx, url+"&schema="+schema, 9*time.Second, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func (g *globalFlags) openExistingStore(ctx context.Context) (state.Adapter, err
 func (g *globalFlags) openStore(ctx context.Context) (state.Adapter, error) {
 	url := g.storeURL()
 	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
-		return openPostgres(ctx, url, g.leaseTTL, g.hooks())
+		return openPostgres(ctx, url, g.leaseTTL, g.hooks(), g.logger(os.Stderr))
 	}
 	path, ok := strings.CutPrefix(url, "sqlite://")
 	if !ok {

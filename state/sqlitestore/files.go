@@ -1,12 +1,15 @@
 package sqlitestore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"runtime"
+
+	"github.com/starflow/starflow/internal/waketoken"
 )
 
 // FileMode is the mode of every file of a Starflow SQLite database: the
@@ -74,4 +77,51 @@ func tighten(name string, log *slog.Logger) {
 	}
 	log.Warn("database file was readable or writable by other users; made it owner-only",
 		"file", name, "from", fmt.Sprintf("%04o", mode), "to", fmt.Sprintf("%04o", want))
+}
+
+// moveWakeKeySecrets adds the wake-token secrets a database older than
+// migration 00008 keeps in wake_keys to the key file beside it, so that
+// the tokens they signed keep verifying once the migration has dropped
+// them. moved reports whether there were any (the caller then migrates
+// with secure_delete on). A database without the secret column (new, or
+// migrated already) has nothing to move.
+func (s *Store) moveWakeKeySecrets(ctx context.Context) (moved bool, err error) {
+	var n int
+	if err := s.write.QueryRowContext(ctx,
+		`SELECT count(*) FROM pragma_table_info('wake_keys') WHERE name = 'secret'`).Scan(&n); err != nil {
+		return false, fmt.Errorf("sqlitestore: migrate: look for stored wake-key secrets: %w", err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	rows, err := s.write.QueryContext(ctx, `SELECT id, secret FROM wake_keys ORDER BY created_at DESC, rowid DESC`)
+	if err != nil {
+		return false, fmt.Errorf("sqlitestore: migrate: read stored wake-key secrets: %w", err)
+	}
+	var keys []waketoken.Key
+	for rows.Next() {
+		var k waketoken.Key
+		if err := rows.Scan(&k.ID, &k.Secret); err != nil {
+			rows.Close()
+			return false, fmt.Errorf("sqlitestore: migrate: read stored wake-key secrets: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("sqlitestore: migrate: read stored wake-key secrets: %w", err)
+	}
+	if len(keys) == 0 {
+		return false, nil
+	}
+	file := s.cfg.Path + WakeKeyFileSuffix
+	added, err := waketoken.AddToKeyFile(file, keys, s.cfg.Logger)
+	if err != nil {
+		return false, fmt.Errorf("sqlitestore: migrate: move the wake-token secrets out of the database into %s: %w", file, err)
+	}
+	if len(added) > 0 {
+		s.cfg.Logger.Warn("moved the wake-token signing secrets out of the database into the key file (mode 0600); the database keeps only key ids and fingerprints",
+			"database", s.cfg.Path, "key_file", file, "key_ids", added)
+	}
+	return true, nil
 }

@@ -199,12 +199,43 @@ func ping(db *sql.DB, busyTimeout time.Duration) error {
 
 // Capabilities implements state.Adapter.
 func (s *Store) Capabilities() state.Capabilities {
-	return state.Capabilities{Durable: true, Dialect: "sqlite"}
+	return state.Capabilities{Durable: true, Dialect: "sqlite", WakeKeyFile: s.cfg.Path + WakeKeyFileSuffix}
 }
 
 // Migrate implements state.Adapter: it applies every pending numbered
-// migration with goose.
+// migration with goose. The wake-token secrets a database older than
+// migration 00008 holds are first added to the key file
+// (Capabilities().WakeKeyFile), so the tokens they signed keep verifying,
+// and the migration that drops them then runs with secure_delete on (the
+// freed pages are zeroed) and is followed by a WAL checkpoint.
 func (s *Store) Migrate(ctx context.Context) error {
+	moved, err := s.moveWakeKeySecrets(ctx)
+	if err != nil {
+		return err
+	}
+	if moved {
+		if _, err := s.write.ExecContext(ctx, "PRAGMA secure_delete = ON"); err != nil {
+			return fmt.Errorf("sqlitestore: migrate: %w", err)
+		}
+		defer func() {
+			_, _ = s.write.ExecContext(context.WithoutCancel(ctx), "PRAGMA secure_delete = OFF")
+		}()
+	}
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+	if moved {
+		// The old table's pages are zeroed in the WAL; copy them into the
+		// database file and empty the WAL.
+		if _, err := s.write.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+			return fmt.Errorf("sqlitestore: migrate: checkpoint after removing wake-key secrets: %w", err)
+		}
+	}
+	return nil
+}
+
+// migrate applies the pending migrations.
+func (s *Store) migrate(ctx context.Context) error {
 	fsys, err := subFS()
 	if err != nil {
 		return err
