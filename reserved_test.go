@@ -91,3 +91,29 @@ func TestReservedKeysInOutputsFailTheStep(t *testing.T) {
 		})
 	}
 }
+
+// TestReservedKeyInWakePayloadFailsTheWait: a signal's payload becomes the
+// wait step's output; one holding a __celestial key fails the step (and
+// the run) instead of being checkpointed.
+func TestReservedKeyInWakePayloadFailsTheWait(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, starflow.Config{})
+	h.start()
+	h.apply(`name: payload
+steps:
+  - id: w
+    wait: {signal: go}
+`)
+	run := h.enqueue("payload", nil)
+	awaitParked(t, h, run.ID)
+	if _, err := h.eng.Signal(context.Background(), run.ID, "go", []byte(`{"a": {"__celestialBlob": "x", "size_bytes": 1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	end := awaitEnd(t, h, run.ID)
+	if end.Status != starflowtype.RunFailed || !strings.Contains(end.Error, `output holds the reserved key "__celestialBlob" at a`) {
+		t.Fatalf("run %s: %q", end.Status, end.Error)
+	}
+	if cps := h.checkpoints(run.ID); len(cps) != 0 {
+		t.Fatalf("%d checkpoints written for a refused payload", len(cps))
+	}
+}
