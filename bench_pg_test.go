@@ -35,7 +35,7 @@ func BenchmarkPostgresSteps(b *testing.B) {
 		b.Run(fmt.Sprintf("runs=%d", runs), func(b *testing.B) {
 			ctx := context.Background()
 			store := openPG(b)
-			eng, err := starflow.New(starflow.Config{Store: store, Concurrency: 16, Logger: quietLogger()})
+			eng, err := starflow.New(starflow.Config{Store: store, Concurrency: 16, Logger: quietLogger(), WakeKeys: pgWakeKeys})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -139,11 +139,11 @@ func BenchmarkPostgresEnqueueToStart(b *testing.B) {
 			if !listen {
 				runnerStore = hideListener{store}
 			}
-			worker, err := starflow.New(starflow.Config{Store: runnerStore, Logger: quietLogger()})
+			worker, err := starflow.New(starflow.Config{Store: runnerStore, Logger: quietLogger(), WakeKeys: pgWakeKeys})
 			if err != nil {
 				b.Fatal(err)
 			}
-			client, err := starflow.New(starflow.Config{Store: store, NoRunner: true, Logger: quietLogger()})
+			client, err := starflow.New(starflow.Config{Store: store, NoRunner: true, Logger: quietLogger(), WakeKeys: pgWakeKeys})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -54,7 +54,7 @@ func BenchmarkPostgresStepsMirror(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		b.Run(fmt.Sprintf("mirror=%v", on), func(b *testing.B) {
 			ctx := context.Background()
-			cfg := starflow.Config{Concurrency: 16, Logger: quietLogger()}
+			cfg := starflow.Config{Concurrency: 16, Logger: quietLogger(), WakeKeys: pgWakeKeys}
 			if on {
 				cfg.Store = openPGHooks(b, []state.TxHook{mirror.Hook()})
 				cfg.Warm = memory.New()

@@ -41,3 +41,8 @@ func openPG(tb testing.TB) *pgstore.Store {
 	}
 	return s
 }
+
+// pgWakeKeys is the wake-key ring of the PostgreSQL tests: a PostgreSQL
+// store keeps no signing secret, so every process is given the ring (as
+// STARFLOW_WAKE_KEYS in production).
+const pgWakeKeys = "pgtest:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="

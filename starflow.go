@@ -1,6 +1,7 @@
 package starflow
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,8 +98,19 @@ type Config struct {
 	WarmOptions WarmOptions
 	// WakeKeys is the wake-token key ring in the STARFLOW_WAKE_KEYS format
 	// ("kid:base64secret,kid2:base64secret"; the first signs, all verify).
-	// Default "": the store's keys, one generated and stored on first use.
+	// Default "": the keys of WakeKeyFile.
 	WakeKeys string
+	// WakeKeyFile is the file holding the wake-token key ring when WakeKeys
+	// is empty: one kid:base64secret per line, the first signs; mode 0600
+	// (a file others can read is tightened with a warning, or refused when
+	// it cannot be). Default: the store's key file (PATH.wakekeys beside a
+	// SQLite database), created with one generated key on first use. A
+	// PostgreSQL store has none: without WakeKeys or WakeKeyFile, Start of
+	// a runner or maintenance fails with ErrNoWakeKeys, since processes on
+	// many machines must share one ring. A store that is not durable
+	// (nullstore) gets one key held in memory. Stores never hold secrets,
+	// only each key's id and fingerprint.
+	WakeKeyFile string
 	// WakeURL is what notify receivers get as wake_url, "{token}" replaced
 	// by the token (e.g. "https://starflow.example.com/wake/{token}").
 	// Default "".
@@ -197,6 +209,11 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("starflow: Config.WakeKeys: %w", err)
 		}
 	}
+	keyFile, ephemeral := "", false
+	if len(keys) == 0 {
+		caps := cfg.Store.Capabilities()
+		keyFile, ephemeral = cmp.Or(cfg.WakeKeyFile, caps.WakeKeyFile), !caps.Durable
+	}
 	var hook func(string, state.StepKey)
 	if h := cfg.WaitHook; h != nil {
 		hook = func(point string, k state.StepKey) { h(point, k.RunID, k.ScopePath, k.StepID) }
@@ -207,7 +224,7 @@ func New(cfg Config) (*Engine, error) {
 		Store:    store, Registry: reg, Expr: exprEnv, HTTPClient: cfg.HTTPClient, Egress: cfg.egressPolicy(),
 		Secrets: cfg.Secrets, Env: env, Logger: cfg.Logger, StepTimeout: cfg.StepTimeout,
 		RunRetryMin: cfg.RunRetryMin, RunRetryMax: cfg.RunRetryMax,
-		WakeKeys: keys, WakeURL: cfg.WakeURL, WaitHook: hook,
+		WakeKeys: keys, WakeKeyFile: keyFile, EphemeralWakeKey: ephemeral, WakeURL: cfg.WakeURL, WaitHook: hook,
 		OnEnqueue: func() { e.runner.Notify() },
 	})
 	if err != nil {
@@ -228,6 +245,22 @@ func New(cfg Config) (*Engine, error) {
 	})
 	tier.registerRunner(e.runner)
 	return e, nil
+}
+
+// LoadWakeKeys makes sure the engine can sign wake tokens: the key ring
+// is loaded (the key file created with one generated key when it does not
+// exist) and each key's id and fingerprint registered in the store. Start
+// calls it for a runner or maintenance; call it yourself to find a
+// missing ring before doing anything else. Errors:
+// starflowtype.ErrNoWakeKeys (a PostgreSQL store and no WakeKeys or
+// WakeKeyFile), starflowtype.ErrWakeKeyMismatch (another process
+// registered another secret under one of the ring's key ids), a key file
+// that cannot be read or is refused.
+func (e *Engine) LoadWakeKeys(ctx context.Context) error {
+	if err := e.engine.LoadWakeKeys(ctx); err != nil {
+		return fmt.Errorf("starflow: %w", err)
+	}
+	return nil
 }
 
 // Listener is implemented by stores that can push "new work" signals
@@ -389,6 +422,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.started = true
 	e.mu.Unlock()
+	if !e.cfg.NoRunner || e.cfg.Maintenance {
+		// Runners sign tokens, maintenance re-sends notify requests: a
+		// missing or mismatched key is an error now, not at the first wait.
+		if err := e.LoadWakeKeys(ctx); err != nil {
+			return err
+		}
+	}
 	if e.cfg.Maintenance {
 		if err := e.sweep.Start(ctx); err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -98,9 +99,11 @@ steps:
 	}
 }
 
-// Without configured keys, a key is generated once and stored; another
-// engine on the same database verifies the first one's tokens.
-func TestWakeKeysSharedThroughTheStore(t *testing.T) {
+// Without configured keys, a key is generated once in the key file beside
+// the SQLite database (mode 0600); the store registers only its id and
+// fingerprint; another engine on the same database verifies the first
+// one's tokens.
+func TestWakeKeysSharedThroughTheKeyFile(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, starflow.Config{})
 	sink, srv := newNotifySink(t, h.store)
@@ -115,6 +118,14 @@ steps:
 	keys, err := h.store.WakeKeys(context.Background())
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("stored keys: %v %v", keys, err)
+	}
+	file := h.store.Capabilities().WakeKeyFile
+	inFile, err := waketoken.ReadKeyFile(file, nil)
+	if err != nil || len(inFile) != 1 || inFile[0].ID != keys[0].ID || keys[0].Fingerprint != waketoken.Fingerprint(inFile[0]) {
+		t.Fatalf("key file %s holds %v (%v); the store registered %+v", file, inFile, err, keys)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v, want mode 0600", fi, err)
 	}
 	second, err := starflow.New(starflow.Config{Store: h.store, NoRunner: true, Logger: quietLogger()})
 	if err != nil {

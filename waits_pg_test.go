@@ -1,8 +1,12 @@
 package starflow_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +21,7 @@ func TestWaitsOnPostgres(t *testing.T) {
 	t.Parallel()
 	store := openPG(t)
 	ctx := context.Background()
-	eng, err := starflow.New(starflow.Config{Store: store, Logger: quietLogger(), PollInterval: 20 * time.Millisecond})
+	eng, err := starflow.New(starflow.Config{Store: store, Logger: quietLogger(), PollInterval: 20 * time.Millisecond, WakeKeys: pgWakeKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +91,7 @@ output: "${{ [steps.call.output.doubled, steps.read.output] }}"
 		t.Fatalf("run %s %s: %s", r.Status, r.Error, r.Output)
 	}
 
-	eng2, err := starflow.New(starflow.Config{Store: store, Logger: quietLogger(), NoRunner: true})
+	eng2, err := starflow.New(starflow.Config{Store: store, Logger: quietLogger(), NoRunner: true, WakeKeys: pgWakeKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,4 +105,46 @@ output: "${{ [steps.call.output.doubled, steps.read.output] }}"
 	if r := end(early.ID); r.Status != starflowtype.RunSucceeded || string(r.Output) != `[14,"b"]` {
 		t.Fatalf("run %s %s: %s", r.Status, r.Error, r.Output)
 	}
+}
+
+// TestPostgresWakeKeysAtStart: a PostgreSQL store keeps no signing secret
+// (issue 10 item 1), so a runner started without a key ring fails at once
+// with ErrNoWakeKeys, naming STARFLOW_WAKE_KEYS; a process whose ring
+// holds another secret under a key id another process registered fails
+// with ErrWakeKeyMismatch; the store holds only the key's id and
+// fingerprint.
+func TestPostgresWakeKeysAtStart(t *testing.T) {
+	t.Parallel()
+	store := openPG(t)
+	ctx := context.Background()
+	none, err := starflow.New(starflow.Config{Store: store, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := none.Start(ctx); !errors.Is(err, starflowtype.ErrNoWakeKeys) || !strings.Contains(err.Error(), "STARFLOW_WAKE_KEYS") {
+		t.Fatalf("Start without keys on PostgreSQL: %v, want ErrNoWakeKeys naming STARFLOW_WAKE_KEYS", err)
+	}
+	none.Stop(ctx)
+
+	good, err := starflow.New(starflow.Config{Store: store, Logger: quietLogger(), NoRunner: true, Maintenance: true, WakeKeys: pgWakeKeys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := good.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { good.Stop(context.Background()) })
+	keys, err := store.WakeKeys(ctx)
+	if err != nil || len(keys) != 1 || keys[0].ID != "pgtest" || len(keys[0].Fingerprint) != 64 {
+		t.Fatalf("registered keys %+v, %v; want pgtest with a fingerprint", keys, err)
+	}
+	other, err := starflow.New(starflow.Config{Store: store, Logger: quietLogger(), NoRunner: true, Maintenance: true,
+		WakeKeys: "pgtest:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(ctx); !errors.Is(err, starflowtype.ErrWakeKeyMismatch) {
+		t.Fatalf("Start with another secret under pgtest: %v, want ErrWakeKeyMismatch", err)
+	}
+	other.Stop(ctx)
 }

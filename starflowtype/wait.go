@@ -104,4 +104,15 @@ var (
 	// the token still wakes its wait with a valid payload. The HTTP API
 	// maps it to 400.
 	ErrPayloadInvalid = errors.New("wake payload invalid")
+	// ErrNoWakeKeys: a process that must sign or verify wake tokens has no
+	// key ring: none configured (STARFLOW_WAKE_KEYS, a key file) and a
+	// store that keeps none (PostgreSQL keeps only key ids and
+	// fingerprints; processes on many machines must share one ring).
+	ErrNoWakeKeys = errors.New("no wake-token keys: a PostgreSQL store keeps no signing secret and every process must sign and verify with the same keys; " +
+		"set STARFLOW_WAKE_KEYS (kid:base64secret, e.g. k1:$(openssl rand -base64 32)) or STARFLOW_WAKE_KEY_FILE (a 0600 file of such lines) on every process")
+	// ErrWakeKeyMismatch: a key of this process's ring has another secret
+	// than the key another process registered in the store under the same
+	// id (their fingerprints differ): tokens one signs would not verify on
+	// the other.
+	ErrWakeKeyMismatch = errors.New("wake key differs from the one registered under its id")
 )

@@ -166,6 +166,11 @@ type Capabilities struct {
 	// Dialect names the SQL dialect ("sqlite", "postgres"), or "" when the
 	// adapter is not SQL.
 	Dialect string
+	// WakeKeyFile is the wake-token key file that belongs with this
+	// store's data (PATH.wakekeys beside a SQLite database), used when no
+	// key ring is configured; "" when the store has none (PostgreSQL:
+	// processes on many machines must be given the same keys).
+	WakeKeyFile string
 }
 
 // PutDefinitionParams stores one definition revision.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/starflow/starflow/starflowtype"
@@ -176,19 +177,29 @@ type Waiter interface {
 	// keep_until is before the database's now. Returns how many.
 	DeleteExpiredSessionVars(ctx context.Context, p *DeleteExpiredSessionVarsParams) (int64, error)
 
-	// WakeKeys lists the stored wake-token signing keys, newest first.
+	// WakeKeys lists the registered wake-token keys (ids and
+	// fingerprints, never secrets), newest first.
 	WakeKeys(ctx context.Context) ([]WakeKey, error)
-	// AddWakeKey stores a signing key; storing an existing ID is a no-op
-	// (returns the stored key), so concurrent first starts agree on one.
+	// AddWakeKey registers a key's id and fingerprint and returns the
+	// registered row. Registering an id again changes nothing and returns
+	// the row as first registered, so a caller whose fingerprint differs
+	// learns that another process signs with another secret under that id;
+	// the one exception is a row with an empty fingerprint (a key whose
+	// secret migration 00008 moved out of the database), which takes k's.
 	AddWakeKey(ctx context.Context, k WakeKey) (WakeKey, error)
 }
 
-// WakeKey is an HMAC-SHA256 key for wake tokens, stored in the cold store
-// when none is configured (STARFLOW_WAKE_KEYS takes precedence).
+// WakeKey is what a store keeps of a wake-token signing key: its id and a
+// fingerprint (waketoken.Fingerprint), never its secret (issue 10: a table
+// readable with the data must not hold what signs tokens). The secrets
+// come from STARFLOW_WAKE_KEYS or a key file.
 type WakeKey struct {
-	ID        string
-	Secret    []byte // 32 bytes
-	CreatedAt time.Time
+	ID string
+	// Fingerprint is 64 lowercase hex characters; "" only for a key
+	// migrated from a database older than migration 00008, until a
+	// process holding its secret registers it again.
+	Fingerprint string
+	CreatedAt   time.Time
 }
 
 // ErrNotImplemented is returned by adapters for operations they do not
@@ -310,7 +321,15 @@ type SessionSetParams struct {
 	Value       json.RawMessage
 	RunID       string // origin run (whose lease fences the write)
 	Lease       starflowtype.Lease
-	KeepUntil   time.Time // zero: dropped when the run ends
+	// KeepUntil keeps the variable until this instant. Zero (and KeepFor
+	// zero): dropped when the run ends.
+	KeepUntil time.Time
+	// KeepFor keeps the variable for this long after the write, measured
+	// on the database's clock (keep_until = the database's now + KeepFor,
+	// computed by the store in SQL; SPEC §5: time comparisons use the
+	// database clock, never the runner's). Used when positive; KeepUntil
+	// must then be zero.
+	KeepFor time.Duration
 }
 
 // DeleteExpiredSessionVarsParams bounds one GC pass.
@@ -439,7 +458,8 @@ func CheckSignal(p *SignalParams) error {
 	return nil
 }
 
-// CheckSessionSet validates p: session id, key and a valid JSON value.
+// CheckSessionSet validates p: session id, key, a valid JSON value, and
+// at most one of KeepUntil and KeepFor (not negative).
 func CheckSessionSet(p *SessionSetParams) error {
 	if p.SessionID == "" || p.Key == "" {
 		return fmt.Errorf("session variable: session id (%q) and key (%q) are required", p.SessionID, p.Key)
@@ -447,19 +467,20 @@ func CheckSessionSet(p *SessionSetParams) error {
 	if len(p.Value) == 0 || !json.Valid(p.Value) {
 		return fmt.Errorf("session %s key %q: value is not valid JSON", p.SessionID, p.Key)
 	}
+	if p.KeepFor < 0 || (p.KeepFor > 0 && !p.KeepUntil.IsZero()) {
+		return fmt.Errorf("session %s key %q: give either KeepUntil or a positive KeepFor (got %s and %s)", p.SessionID, p.Key, p.KeepUntil.Format(time.RFC3339), p.KeepFor)
+	}
 	return nil
 }
 
-// WakeKeyMinBytes is the shortest wake key secret AddWakeKey accepts.
-const WakeKeyMinBytes = 32
-
-// CheckWakeKey validates k: an id and a secret of at least WakeKeyMinBytes.
+// CheckWakeKey validates k for AddWakeKey: an id of 1 to 64 characters
+// and a fingerprint of 64 lowercase hex characters.
 func CheckWakeKey(k WakeKey) error {
-	if k.ID == "" {
-		return errors.New("wake key: ID is required")
+	if k.ID == "" || len(k.ID) > 64 {
+		return fmt.Errorf("wake key %q: the id must be 1 to 64 characters", k.ID)
 	}
-	if len(k.Secret) < WakeKeyMinBytes {
-		return fmt.Errorf("wake key %s: secret has %d bytes, want at least %d", k.ID, len(k.Secret), WakeKeyMinBytes)
+	if len(k.Fingerprint) != 64 || strings.Trim(k.Fingerprint, "0123456789abcdef") != "" {
+		return fmt.Errorf("wake key %s: the fingerprint must be 64 lowercase hex characters (a secret is never stored)", k.ID)
 	}
 	return nil
 }

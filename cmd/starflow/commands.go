@@ -143,7 +143,7 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	if err := f.warm.resolve(cmd); err != nil {
 		return err
 	}
-	keys, err := wakeKeysEnv()
+	keys, keyFile, err := wakeKeysEnv()
 	if err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	cfg.LeaseTTL, cfg.Heartbeat, cfg.PollInterval, cfg.Concurrency = f.leaseTTL, f.heartbeat, f.poll, f.concurrency
 	cfg.SweepInterval = f.sweepEvery
 	cfg.WaitMaintenance = f.waits
-	cfg.WakeKeys = keys
+	cfg.WakeKeys, cfg.WakeKeyFile = keys, keyFile
 	srv, err := f.warm.bind()
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -16,7 +17,7 @@ import (
 // live in; it is removed before connecting. An invalid schema (empty,
 // given twice, not a plain lower-case identifier, too long) is an error
 // before anything connects.
-func openPostgres(ctx context.Context, raw string, leaseTTL time.Duration, hooks []state.TxHook) (state.Adapter, error) {
+func openPostgres(ctx context.Context, raw string, leaseTTL time.Duration, hooks []state.TxHook, log *slog.Logger) (state.Adapter, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store URL %q: %w", redactURL(raw), err)
@@ -39,6 +40,7 @@ func openPostgres(ctx context.Context, raw string, leaseTTL time.Duration, hooks
 		// does, so its row locks never outlive it.
 		cfg.IdleInTransactionTimeout = leaseTTL * 2 / 3
 	}
+	cfg.Logger = log
 	s, err := pgstore.Open(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open PostgreSQL store %s: %w", redactURL(raw), err)

@@ -33,7 +33,7 @@ func TestRunnerConnectionsEndIdleTransactionsBeforeTheLease(t *testing.T) {
 		conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 		conn.Close(context.Background())
 	}()
-	store, err := openPostgres(ctx, url+"&schema="+schema, 9*time.Second, nil)
+	store, err := openPostgres(ctx, url+"&schema="+schema, 9*time.Second, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestStoreURLSchemaChecked(t *testing.T) {
 		{"Schema=prod", `"Schema"`},
 		{"SCHEMA=prod&sslmode=disable", `"SCHEMA"`},
 	} {
-		_, err := openPostgres(context.Background(), "postgres://u:secret@192.0.2.1:1/db?"+tc.query, 0, nil)
+		_, err := openPostgres(context.Background(), "postgres://u:secret@192.0.2.1:1/db?"+tc.query, 0, nil, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.frag) || strings.Contains(err.Error(), "dial") || strings.Contains(err.Error(), "secret") {
 			t.Errorf("?%s: %v, want an error containing %q (without connecting or the password)", tc.query, err, tc.frag)
 		}

@@ -102,7 +102,7 @@ func (g *globalFlags) openExistingStore(ctx context.Context) (state.Adapter, err
 func (g *globalFlags) openStore(ctx context.Context) (state.Adapter, error) {
 	url := g.storeURL()
 	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
-		return openPostgres(ctx, url, g.leaseTTL, g.hooks())
+		return openPostgres(ctx, url, g.leaseTTL, g.hooks(), g.logger(os.Stderr))
 	}
 	path, ok := strings.CutPrefix(url, "sqlite://")
 	if !ok {
@@ -111,7 +111,7 @@ func (g *globalFlags) openStore(ctx context.Context) (state.Adapter, error) {
 	if path == "" {
 		return nil, fmt.Errorf("store %q: missing the database file path", url)
 	}
-	s, err := sqlitestore.Open(sqlitestore.Config{Path: path, Hooks: g.hooks()})
+	s, err := sqlitestore.Open(sqlitestore.Config{Path: path, Hooks: g.hooks(), Logger: g.logger(os.Stderr)})
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 			if err != nil {
 				return err
 			}
-			keys, err := wakeKeysEnv()
+			keys, keyFile, err := wakeKeysEnv()
 			if err != nil {
 				return err
 			}
@@ -72,9 +72,14 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 			runID := uuid.NewString()
 			eng, err := starflow.New(starflow.Config{
 				Store: store, Logger: g.logger(os.Stderr), AllowEnv: allowEnv, StepTimeout: stepTimeout, OnlyRun: runID,
-				WakeKeys: keys, Egress: egressPolicy,
+				WakeKeys: keys, WakeKeyFile: keyFile, Egress: egressPolicy,
 			})
 			if err != nil {
+				return err
+			}
+			// Before the run exists: a missing key ring (PostgreSQL without
+			// STARFLOW_WAKE_KEYS) must not leave a queued run behind.
+			if err := eng.LoadWakeKeys(ctx); err != nil {
 				return err
 			}
 			parsed, err := eng.Parse(args[0], src)

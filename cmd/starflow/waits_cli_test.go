@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -55,5 +57,31 @@ func TestCLIBadWakeKeys(t *testing.T) {
 		if r.code != 1 || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "starflow: ") != 1 || strings.Contains(r.stderr, "Config.") {
 			t.Errorf("starflow %s: exit %d, stderr %q; want exit 1 and %q…", strings.Join(args, " "), r.code, r.stderr, want)
 		}
+	}
+}
+
+// TestCLIWakeKeysAndKeyFileBoth: STARFLOW_WAKE_KEYS and
+// STARFLOW_WAKE_KEY_FILE together are refused, naming both, before
+// anything starts; STARFLOW_WAKE_KEY_FILE alone is the ring (its file is
+// created 0600 by the first command that signs).
+func TestCLIWakeKeysAndKeyFileBoth(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "wf.yaml", "name: q\nsteps:\n  - id: a\n    context_set: {x: 1}\n")
+	both := []string{"STARFLOW_WAKE_KEYS=k1:" + strings.Repeat("QUJD", 11), "STARFLOW_WAKE_KEY_FILE=" + filepath.Join(dir, "ring")}
+	r := starflowCmd(t, dir, both, "run", "wf.yaml", "--db", "k.db")
+	if r.code != 1 || !strings.Contains(r.stderr, "both STARFLOW_WAKE_KEYS and STARFLOW_WAKE_KEY_FILE are set") {
+		t.Fatalf("both set: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = starflowCmd(t, dir, []string{"STARFLOW_WAKE_KEY_FILE=" + filepath.Join(dir, "ring")}, "run", "wf.yaml", "--db", "k.db")
+	if r.code != 0 {
+		t.Fatalf("key file: exit %d, stderr %q", r.code, r.stderr)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "ring"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("STARFLOW_WAKE_KEY_FILE: %v %v, want a 0600 file", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "k.db.wakekeys")); !os.IsNotExist(err) {
+		t.Fatalf("the default key file was made although STARFLOW_WAKE_KEY_FILE names one: %v", err)
 	}
 }

@@ -14,20 +14,28 @@ import (
 )
 
 // envWakeKeys is the wake-token key ring variable ("kid:base64secret,…";
-// the first signs, all verify). Unset: the keys stored in the store.
+// the first signs, all verify). Unset: the key file.
 const envWakeKeys = "STARFLOW_WAKE_KEYS"
 
-// wakeKeysEnv is STARFLOW_WAKE_KEYS, checked: an error names the variable
-// and the entry that is wrong ("" when unset: the store's keys).
-func wakeKeysEnv() (string, error) {
-	v := os.Getenv(envWakeKeys)
-	if v == "" {
-		return "", nil
+// envWakeKeyFile names a file holding the key ring (one kid:base64secret
+// per line, mode 0600). Unset: the file beside a SQLite database
+// (PATH.wakekeys); a PostgreSQL store has none.
+const envWakeKeyFile = "STARFLOW_WAKE_KEY_FILE"
+
+// wakeKeysEnv is STARFLOW_WAKE_KEYS, checked (an error names the variable
+// and the entry that is wrong), and STARFLOW_WAKE_KEY_FILE; at most one
+// may be set. Both "" when neither is: the store's key file.
+func wakeKeysEnv() (keys, file string, err error) {
+	keys, file = os.Getenv(envWakeKeys), os.Getenv(envWakeKeyFile)
+	if keys != "" && file != "" {
+		return "", "", fmt.Errorf("both %s and %s are set: set one (the key ring itself, or the file holding it)", envWakeKeys, envWakeKeyFile)
 	}
-	if _, err := waketoken.ParseKeys(v); err != nil {
-		return "", err
+	if keys != "" {
+		if _, err := waketoken.ParseKeys(keys); err != nil {
+			return "", "", err
+		}
 	}
-	return v, nil
+	return keys, file, nil
 }
 
 // Exit codes of `starflow wake` (the HTTP API answers 401 and 410).
@@ -38,9 +46,9 @@ const (
 )
 
 // engineForWaits opens the existing store and an engine without a runner
-// whose wake keys come from STARFLOW_WAKE_KEYS or the store.
+// whose wake keys come from STARFLOW_WAKE_KEYS or the key file.
 func (g *globalFlags) engineForWaits(cmd *cobra.Command) (*starflow.Engine, func(), error) {
-	keys, err := wakeKeysEnv()
+	keys, file, err := wakeKeysEnv()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -48,7 +56,7 @@ func (g *globalFlags) engineForWaits(cmd *cobra.Command) (*starflow.Engine, func
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), NoRunner: true, WakeKeys: keys})
+	eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), NoRunner: true, WakeKeys: keys, WakeKeyFile: file})
 	if err != nil {
 		store.Close()
 		return nil, nil, err
@@ -65,7 +73,8 @@ func newWakeCmd(g *globalFlags) *cobra.Command {
 output; the run is re-queued and a runner continues it. A token is single use.
 
 The token is verified with the keys in ` + envWakeKeys + ` (the same ring the runners
-sign with), or else with the keys stored in the store.
+sign with), or else with those of the key file: ` + envWakeKeyFile + `, or the file
+beside a SQLite database (PATH.wakekeys). A PostgreSQL store keeps no key.
 
 Exit status: 0 woken; ` + fmt.Sprint(exitBadPayload) + ` the payload is not JSON, or holds a number with no
 finite value such as 1e400 (the token is not used); ` + fmt.Sprint(exitTokenInvalid) + ` the token is invalid (forged, malformed,
@@ -90,7 +99,7 @@ Nothing changes unless the exit status is 0.`,
 				return &exitError{code: exitBadPayload, msg: err.Error() + "; the token was not used"}
 			case errors.Is(err, starflowtype.ErrTokenInvalid):
 				return &exitError{code: exitTokenInvalid, msg: "token invalid: it is malformed, altered, or signed by a key that neither " +
-					envWakeKeys + " nor this store holds"}
+					envWakeKeys + " nor the key file (" + envWakeKeyFile + ", or PATH.wakekeys beside a SQLite database) holds"}
 			case errors.Is(err, starflowtype.ErrNotFound):
 				return &exitError{code: exitTokenInvalid, msg: "token invalid: no wait in this store has this token (is --db or --store the store of the run that sent it?)"}
 			case errors.Is(err, starflowtype.ErrWaitClosed):

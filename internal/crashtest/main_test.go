@@ -203,6 +203,11 @@ func (c *cluster) enqueue(workflow string, n int) []string {
 	return ids
 }
 
+// clusterWakeKeys is the wake-key ring of a cluster's processes: a
+// PostgreSQL store keeps no signing secret, so every process is given the
+// same ring (a later entry of a process's env overrides it).
+const clusterWakeKeys = "STARFLOW_WAKE_KEYS=crashtest:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
 // workerEnv names the environment variable that tells a worker's requests
 // apart at the side-effects service (the workflows send it as a header).
 const workerEnv = "CRASHTEST_WORKER"
@@ -232,7 +237,7 @@ func (c *cluster) start(name string, env []string, args ...string) *process {
 	c.t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = c.dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), clusterWakeKeys), env...)
 	p := &process{name: name, cmd: cmd, log: &logBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout = io.Discard
 	cmd.Stderr = p.log

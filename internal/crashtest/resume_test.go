@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -27,6 +28,7 @@ func (c *cluster) cli(args ...string) []byte {
 	c.t.Helper()
 	cmd := exec.Command(binary, append(args, "--store", c.storeURL)...)
 	cmd.Dir = c.dir
+	cmd.Env = append(os.Environ(), clusterWakeKeys)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

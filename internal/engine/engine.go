@@ -113,10 +113,22 @@ type Config struct {
 	// timer honouring ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
 
-	// WakeKeys sign (the first) and verify (all) wake tokens. nil: the
-	// store's keys (state.Waiter.WakeKeys), a key generated and stored
-	// under GeneratedKeyID when it holds none.
+	// WakeKeys sign (the first) and verify (all) wake tokens: a fixed ring
+	// (STARFLOW_WAKE_KEYS). Secrets never go to the store; it registers
+	// each key's id and fingerprint (ErrWakeKeyMismatch when another
+	// process registered another secret under the same id).
 	WakeKeys []waketoken.Key
+	// WakeKeyFile, used when WakeKeys is empty, is the key file holding
+	// the ring (waketoken.ReadKeyFile): read at first use, read again when
+	// a token names a key it lacks (at most once per KeyReloadInterval),
+	// and created with one generated key (mode 0600) when a key is needed
+	// to sign and the file does not exist. Default "".
+	WakeKeyFile string
+	// EphemeralWakeKey, when neither WakeKeys nor WakeKeyFile is set, makes
+	// New generate one key held in memory only: its tokens verify in this
+	// process until it exits (for a store that is not durable). Without
+	// any of the three, every use of the ring fails with starflowtype.ErrNoWakeKeys.
+	EphemeralWakeKey bool
 	// WakeURL is sent to notify receivers as wake_url, "{token}" replaced
 	// by the wait's token. Default "" (no wake_url).
 	WakeURL string
@@ -132,8 +144,10 @@ type Config struct {
 	// workflow_call's child) or a parked run was re-queued at once, to wake
 	// local runners. Default nil.
 	OnEnqueue func()
-	// Now is the runner's clock (token expiry, keep_until durations).
-	// Default time.Now.
+	// Now is the runner's clock (token expiry, the key file's reload
+	// limit). Default time.Now. Deadlines stored for the database to
+	// compare (keep_until durations, timers) are computed by the store on
+	// the database's clock, never with Now.
 	Now func() time.Time
 }
 
@@ -209,8 +223,17 @@ func New(cfg Config) (*Engine, error) {
 		return nil, errors.New("engine: Store is required")
 	}
 	e := &Engine{cfg: cfg, defs: map[string]*workflow.Definition{}}
-	if len(cfg.WakeKeys) > 0 {
+	switch {
+	case len(cfg.WakeKeys) > 0:
 		e.ring = keyRing{keys: cfg.WakeKeys, fixed: true}
+	case cfg.WakeKeyFile != "":
+		e.ring = keyRing{file: cfg.WakeKeyFile}
+	case cfg.EphemeralWakeKey:
+		k, err := waketoken.Generate("ephemeral")
+		if err != nil {
+			return nil, err
+		}
+		e.ring = keyRing{keys: []waketoken.Key{k}, fixed: true}
 	}
 	return e, nil
 }

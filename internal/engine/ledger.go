@@ -28,7 +28,9 @@ func (l *ledger) key(scope, stepID string) state.StepKey {
 	return state.StepKey{RunID: l.runID, Attempt: l.attempt, ScopePath: scope, StepID: stepID}
 }
 
-// unencodable is a value that cannot be stored; nothing was written.
+// unencodable is a value that cannot be stored — it does not encode as
+// JSON, or it holds a key with the reserved prefix (checkReserved);
+// nothing was written.
 type unencodable struct{ error }
 
 func (u unencodable) Unwrap() error { return u.error }
@@ -61,6 +63,12 @@ func (l *ledger) nodeComplete(ctx context.Context, scope, stepID string, try int
 	}
 	d, err := l.json(delta)
 	if err != nil {
+		return err
+	}
+	if err := checkReserved("output", out); err != nil {
+		return err
+	}
+	if err := checkReserved("context", d); err != nil {
 		return err
 	}
 	return l.store.OnNodeComplete(ctx, &state.NodeCompleteParams{StepKey: l.key(scope, stepID), Lease: l.lease, Try: try,

@@ -86,7 +86,8 @@ func (rs *runState) sessionWrite(ctx context.Context, f *frame, s *workflow.Step
 	}
 	p := &state.SessionSetParams{WorkspaceID: rs.run.WorkspaceID, SessionID: sid, Key: k, Value: raw, RunID: rs.run.ID, Lease: rs.led.lease}
 	if w.KeepUntil != nil {
-		if p.KeepUntil, err = rs.renderTime(ctx, f, "session_write.keep_until", w.KeepUntil, true); err != nil {
+		// A duration is added to the database's now by the store.
+		if p.KeepUntil, p.KeepFor, err = rs.renderTime(ctx, f, "session_write.keep_until", w.KeepUntil, true); err != nil {
 			return nil, err
 		}
 	}

@@ -320,9 +320,12 @@ func (rs *runState) closeWaiting(scope string, list []*workflow.Step) error {
 
 // signingKey is the first key of the ring.
 func (rs *runState) signingKey(ctx context.Context) (waketoken.Key, error) {
-	keys, err := rs.e.wakeKeys(ctx, false)
+	keys, err := rs.e.wakeKeys(ctx, false, true)
 	if err != nil {
 		return waketoken.Key{}, err
+	}
+	if len(keys) == 0 {
+		return waketoken.Key{}, starflowtype.ErrNoWakeKeys
 	}
 	return keys[0], nil
 }
@@ -384,7 +387,7 @@ func (rs *runState) planWait(ctx context.Context, f *frame, s *workflow.Step) (*
 	case w.Timer > 0:
 		plan.wakeIn = time.Duration(w.Timer)
 	case w.Until != nil:
-		t, err := rs.renderTime(ctx, f, "wait.until", w.Until, false)
+		t, _, err := rs.renderTime(ctx, f, "wait.until", w.Until, false)
 		if err != nil {
 			return nil, err
 		}
@@ -426,27 +429,29 @@ func (rs *runState) planWait(ctx context.Context, f *frame, s *workflow.Step) (*
 	return plan, nil
 }
 
-// renderTime renders a time template: an RFC 3339 timestamp, or (when
-// durationOK) a duration from now.
-func (rs *runState) renderTime(ctx context.Context, f *frame, what string, v any, durationOK bool) (time.Time, error) {
+// renderTime renders a time template: an RFC 3339 timestamp, returned as
+// at, or (when durationOK) a positive duration, returned as after and left
+// for the store to add to the database's now (SPEC §5: a deadline the
+// database compares is never computed on the runner's clock).
+func (rs *runState) renderTime(ctx context.Context, f *frame, what string, v any, durationOK bool) (at time.Time, after time.Duration, err error) {
 	x, err := rs.render(ctx, f, what, v)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, 0, err
 	}
 	str, ok := x.(string)
 	if !ok {
-		return time.Time{}, step.Permanent(fmt.Errorf("%s must yield an RFC 3339 timestamp string, got %s", what, jsonType(x)))
+		return time.Time{}, 0, step.Permanent(fmt.Errorf("%s must yield an RFC 3339 timestamp string, got %s", what, jsonType(x)))
 	}
 	if t, err := time.Parse(time.RFC3339, str); err == nil {
-		return t.UTC(), nil
+		return t.UTC(), 0, nil
 	}
 	if durationOK {
 		if d, err := time.ParseDuration(str); err == nil && d > 0 {
-			return rs.e.cfg.Now().Add(d).UTC(), nil
+			return time.Time{}, d, nil
 		}
-		return time.Time{}, step.Permanent(fmt.Errorf("%s %q is neither an RFC 3339 timestamp nor a positive duration", what, str))
+		return time.Time{}, 0, step.Permanent(fmt.Errorf("%s %q is neither an RFC 3339 timestamp nor a positive duration", what, str))
 	}
-	return time.Time{}, step.Permanent(fmt.Errorf("%s %q is not an RFC 3339 timestamp", what, str))
+	return time.Time{}, 0, step.Permanent(fmt.Errorf("%s %q is not an RFC 3339 timestamp", what, str))
 }
 
 // childNamespace makes child run ids: uuid v5 of (parent, scope, step),

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,26 +14,25 @@ import (
 	"github.com/starflow/starflow/state"
 )
 
-// keyStore is a state.Adapter that only holds wake keys and counts how
-// often they are read. Any other method panics (the nil embedded Adapter):
-// the key ring must need nothing else.
+// keyStore is a state.Adapter that only registers wake keys (ids and
+// fingerprints; the first fingerprint of an id stays). Any other method
+// panics (the nil embedded Adapter): the key ring must need nothing else.
 type keyStore struct {
 	state.Adapter
-	mu    sync.Mutex
-	keys  []state.WakeKey
-	reads int
+	mu   sync.Mutex
+	keys []state.WakeKey
 }
 
 func (s *keyStore) WakeKeys(context.Context) ([]state.WakeKey, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reads++
-	out := make([]state.WakeKey, len(s.keys))
-	copy(out, s.keys)
-	return out, nil
+	return append([]state.WakeKey(nil), s.keys...), nil
 }
 
 func (s *keyStore) AddWakeKey(_ context.Context, k state.WakeKey) (state.WakeKey, error) {
+	if err := state.CheckWakeKey(k); err != nil {
+		return state.WakeKey{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, have := range s.keys {
@@ -43,87 +44,168 @@ func (s *keyStore) AddWakeKey(_ context.Context, k state.WakeKey) (state.WakeKey
 	return k, nil
 }
 
-func (s *keyStore) readCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reads
+// testClock is a settable clock.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
 }
 
-// A token naming an unknown key reloads the stored keys at most once per
-// KeyReloadInterval, however many such tokens arrive; a key another
-// process added is found after the interval.
+func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// A token naming a key the ring lacks reads the key file again at most
+// once per KeyReloadInterval, however many such tokens arrive: a key added
+// to the file (a rotation, or another process generating it) is refused
+// until the interval has passed, then verifies.
 func TestVerifyTokenUnknownKeyReloadIsRateLimited(t *testing.T) {
 	ctx := context.Background()
-	stored, err := waketoken.Generate("k1")
+	file := filepath.Join(t.TempDir(), "starflow.db.wakekeys")
+	k1, _ := waketoken.Generate("k1")
+	if _, err := waketoken.AddToKeyFile(file, []waketoken.Key{k1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	clock := &testClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	e, err := New(Config{Store: &keyStore{}, Now: clock.Now, WakeKeyFile: file})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &keyStore{keys: []state.WakeKey{{ID: stored.ID, Secret: stored.Secret}}}
-	var mu sync.Mutex
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	e, err := New(Config{Store: st, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// A genuine token loads the ring once.
-	good := waketoken.Sign(stored, "run-1", "wait-1", clock().Add(time.Hour))
+	good := waketoken.Sign(k1, "run-1", "wait-1", clock.Now().Add(time.Hour))
 	if _, err := e.VerifyToken(ctx, good); err != nil {
-		t.Fatalf("token of the stored key: %v", err)
-	}
-	if n := st.readCount(); n != 1 {
-		t.Fatalf("store reads after the first token: %d, want 1", n)
+		t.Fatalf("token of the file's key: %v", err)
 	}
 
-	// 100 forged tokens naming an unknown key: refused, and no reload
-	// within the interval of the first load.
+	// Tokens of unknown keys within the interval of the first read: refused.
 	rogue, _ := waketoken.Generate("rogue")
-	forged := waketoken.Sign(rogue, "run-1", "wait-1", clock().Add(time.Hour))
+	forged := waketoken.Sign(rogue, "run-1", "wait-1", clock.Now().Add(time.Hour))
 	for i := range 100 {
-		_, err := e.VerifyToken(ctx, forged)
-		if !errors.Is(err, starflowtype.ErrTokenInvalid) {
+		if _, err := e.VerifyToken(ctx, forged); !errors.Is(err, starflowtype.ErrTokenInvalid) {
 			t.Fatalf("forged token %d: %v, want ErrTokenInvalid", i, err)
 		}
 	}
-	if n := st.readCount(); n != 1 {
-		t.Fatalf("store reads after 100 tokens of an unknown key within %s: %d, want 1 (no reload)", KeyReloadInterval, n)
-	}
-
-	// Past the interval one reload is granted, then none again for the
-	// next interval.
-	advance(KeyReloadInterval)
-	for range 50 {
-		if _, err := e.VerifyToken(ctx, forged); !errors.Is(err, starflowtype.ErrTokenInvalid) {
-			t.Fatalf("forged token: %v", err)
-		}
-	}
-	if n := st.readCount(); n != 2 {
-		t.Fatalf("store reads after the interval: %d, want 2 (one reload)", n)
-	}
-
-	// A key another process stored: seen once the interval has passed.
-	other, _ := waketoken.Generate("k2")
-	if _, err := st.AddWakeKey(ctx, state.WakeKey{ID: other.ID, Secret: other.Secret}); err != nil {
+	k2, _ := waketoken.Generate("k2")
+	if _, err := waketoken.AddToKeyFile(file, []waketoken.Key{k2}, nil); err != nil {
 		t.Fatal(err)
 	}
-	fresh := waketoken.Sign(other, "run-2", "wait-2", clock().Add(time.Hour))
+	fresh := waketoken.Sign(k2, "run-2", "wait-2", clock.Now().Add(time.Hour))
 	if _, err := e.VerifyToken(ctx, fresh); !errors.Is(err, waketoken.ErrUnknownKey) {
-		t.Fatalf("token of a key added within the interval: %v, want ErrUnknownKey until the next reload", err)
+		t.Fatalf("token of a key added within the interval: %v, want ErrUnknownKey until the next read", err)
 	}
-	advance(KeyReloadInterval + time.Second)
+	clock.advance(KeyReloadInterval)
 	if _, err := e.VerifyToken(ctx, fresh); err != nil {
-		t.Fatalf("token of a key added by another process, after the interval: %v", err)
+		t.Fatalf("token of a key added to the file, after the interval: %v", err)
 	}
-	if n := st.readCount(); n != 3 {
-		t.Errorf("store reads: %d, want 3", n)
-	}
-	// The genuine token never needed a reload.
 	if _, err := e.VerifyToken(ctx, good); err != nil {
 		t.Fatalf("token of the first key: %v", err)
 	}
-	if n := st.readCount(); n != 3 {
-		t.Errorf("store reads after a known key's token: %d, want 3", n)
+}
+
+// LoadWakeKeys creates a missing key file (mode 0600, one generated key)
+// and registers the key's id and fingerprint — never its secret — in the
+// store; a later engine on the same file signs with the same key.
+func TestLoadWakeKeysCreatesKeyFile(t *testing.T) {
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "starflow.db.wakekeys")
+	st := &keyStore{}
+	e, err := New(Config{Store: st, WakeKeyFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.LoadWakeKeys(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(file)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v, want mode 0600", fi, err)
+	}
+	keys, err := waketoken.ReadKeyFile(file, nil)
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("key file holds %v, %v", keys, err)
+	}
+	reg, _ := st.WakeKeys(ctx)
+	if len(reg) != 1 || reg[0].ID != keys[0].ID || reg[0].Fingerprint != waketoken.Fingerprint(keys[0]) {
+		t.Fatalf("registered %+v, want the key's id and fingerprint", reg)
+	}
+	e2, err := New(Config{Store: st, WakeKeyFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := waketoken.Sign(keys[0], "r", "w", time.Now().Add(time.Hour))
+	if _, err := e2.VerifyToken(ctx, tok); err != nil {
+		t.Fatalf("a second engine on the file: %v", err)
+	}
+}
+
+// Verifying never creates a key file: without one, every token is
+// unknown (401), and the file is still absent.
+func TestVerifyTokenWithoutKeyFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "starflow.db.wakekeys")
+	e, err := New(Config{Store: &keyStore{}, WakeKeyFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := waketoken.Generate("k1")
+	if _, err := e.VerifyToken(context.Background(), waketoken.Sign(k, "r", "w", time.Now().Add(time.Hour))); !errors.Is(err, starflowtype.ErrTokenInvalid) {
+		t.Fatalf("VerifyToken without a key file: %v, want ErrTokenInvalid", err)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("verifying created the key file: %v", err)
+	}
+}
+
+// A process whose key has another secret than the key of the same id
+// another process registered fails at start with ErrWakeKeyMismatch.
+func TestLoadWakeKeysMismatch(t *testing.T) {
+	ctx := context.Background()
+	mine, _ := waketoken.Generate("k1")
+	theirs, _ := waketoken.Generate("k1")
+	st := &keyStore{}
+	if _, err := st.AddWakeKey(ctx, state.WakeKey{ID: "k1", Fingerprint: waketoken.Fingerprint(theirs)}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{Store: st, WakeKeys: []waketoken.Key{mine}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.LoadWakeKeys(ctx); !errors.Is(err, starflowtype.ErrWakeKeyMismatch) {
+		t.Fatalf("LoadWakeKeys with another secret under k1: %v, want ErrWakeKeyMismatch", err)
+	}
+	same, err := New(Config{Store: st, WakeKeys: []waketoken.Key{theirs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := same.LoadWakeKeys(ctx); err != nil {
+		t.Fatalf("LoadWakeKeys with the registered key: %v", err)
+	}
+}
+
+// Without keys, a key file or an ephemeral key (a PostgreSQL store with
+// nothing configured), the ring is ErrNoWakeKeys; an ephemeral key signs
+// and verifies in its process.
+func TestNoWakeKeys(t *testing.T) {
+	ctx := context.Background()
+	e, err := New(Config{Store: &keyStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.LoadWakeKeys(ctx); !errors.Is(err, starflowtype.ErrNoWakeKeys) {
+		t.Fatalf("LoadWakeKeys: %v, want ErrNoWakeKeys", err)
+	}
+	if _, err := e.VerifyToken(ctx, "v1.x.y"); !errors.Is(err, starflowtype.ErrNoWakeKeys) {
+		t.Fatalf("VerifyToken: %v, want ErrNoWakeKeys", err)
+	}
+	eph, err := New(Config{Store: &keyStore{}, EphemeralWakeKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eph.LoadWakeKeys(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := eph.wakeKeys(ctx, false, false)
+	if _, err := eph.VerifyToken(ctx, waketoken.Sign(keys[0], "r", "w", time.Now().Add(time.Hour))); err != nil {
+		t.Fatalf("ephemeral key: %v", err)
 	}
 }

@@ -14,6 +14,7 @@
 // -race) into a temporary folder; tests that need it call Binary(t).
 //
 // Import rule: the tests import the public packages (starflow,
-// starflowtype, state, the stores) and internal test helpers (pgtest,
-// internal/egress/egresstest); nothing imports this package.
+// starflowtype, state, the stores), internal test helpers (pgtest,
+// internal/egress/egresstest) and internal/waketoken (to read key files and
+// sign candidate tokens); nothing imports this package.
 package securitytest

@@ -91,9 +91,18 @@ var (
 // logged when t failed.
 func startStarflowDaemon(t *testing.T, dir string, args ...string) *starflowDaemon {
 	t.Helper()
+	return startStarflowDaemonEnv(t, dir, nil, args...)
+}
+
+// startStarflowDaemonEnv is startStarflowDaemon with env added to the
+// test's environment (e.g. STARFLOW_WAKE_KEYS, which a process on
+// PostgreSQL needs).
+func startStarflowDaemonEnv(t *testing.T, dir string, env []string, args ...string) *starflowDaemon {
+	t.Helper()
 	d := &starflowDaemon{log: &watchedLog{}, exited: make(chan struct{})}
 	d.cmd = exec.Command(Binary(t), args...)
 	d.cmd.Dir = dir
+	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stderr = d.log
 	listening, started := d.log.match(listeningRe), d.log.match(startedRe)
 	if err := d.cmd.Start(); err != nil {

@@ -192,7 +192,8 @@ func TestListenerHealthzHidesDriverText(t *testing.T) {
 	q := u.Query()
 	q.Set("schema", schema)
 	u.RawQuery = q.Encode()
-	d := startStarflowDaemon(t, t.TempDir(), "server", "--store", u.String(), "--addr", "127.0.0.1:0")
+	d := startStarflowDaemonEnv(t, t.TempDir(), []string{"STARFLOW_WAKE_KEYS=listener:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="},
+		"server", "--store", u.String(), "--addr", "127.0.0.1:0")
 
 	res, err := http.Get(d.base + "/healthz")
 	if err != nil {

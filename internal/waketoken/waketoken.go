@@ -8,6 +8,10 @@
 // the key named by "k". Several keys may verify at once (rotation); the
 // first of a ring signs. The store keeps only Hash(token).
 //
+// Keys come from STARFLOW_WAKE_KEYS (ParseKeys) or from a key file
+// (ReadKeyFile, LoadOrCreateKeyFile: mode 0600, never in a database
+// table); stores keep only a key's id and Fingerprint.
+//
 // Import rule: standard library and starflowtype only.
 package waketoken
 
@@ -136,6 +140,20 @@ func Verify(keys []Key, token string, now time.Time) (Claims, error) {
 	return c, nil
 }
 
+// fingerprintLabel is what Fingerprint signs. It does not start with
+// Version+".", so a fingerprint is never the MAC of a token.
+const fingerprintLabel = "starflow wake-key fingerprint\x00"
+
+// Fingerprint identifies k without revealing its secret: the hex
+// HMAC-SHA256, under k's secret, of a fixed label and k's id (64
+// characters). It is what a store keeps of a key (wake_keys.fingerprint),
+// so that processes signing with different secrets under one key id are
+// detected; it is useless for signing tokens (a token's MAC covers
+// "v1.<payload>", never the label).
+func Fingerprint(k Key) string {
+	return hex.EncodeToString(mac(k.Secret, fingerprintLabel+k.ID))
+}
+
 // Hash is the hex sha256 of a token: what workflow_waits.token_hash holds.
 func Hash(token string) string {
 	s := sha256.Sum256([]byte(token))
@@ -177,27 +195,33 @@ func ParseKeys(s string) ([]Key, error) {
 	if s == "" {
 		return nil, errors.New(EnvVar + " is empty")
 	}
+	return parseEntries(EnvVar, strings.Split(s, ","))
+}
+
+// parseEntries parses "kid:secret" entries; errors name source and the
+// entry (by position and id, never the secret).
+func parseEntries(source string, entries []string) ([]Key, error) {
 	var out []Key
 	seen := map[string]bool{}
-	for i, entry := range strings.Split(s, ",") {
+	for i, entry := range entries {
 		entry = strings.TrimSpace(entry)
 		id, secret, ok := strings.Cut(entry, ":")
 		if !ok {
-			return nil, fmt.Errorf("%s entry %d: want kid:base64secret", EnvVar, i+1)
+			return nil, fmt.Errorf("%s entry %d: want kid:base64secret", source, i+1)
 		}
 		if err := checkID(id); err != nil {
-			return nil, fmt.Errorf("%s entry %d: %w", EnvVar, i+1, err)
+			return nil, fmt.Errorf("%s entry %d: %w", source, i+1, err)
 		}
 		if seen[id] {
-			return nil, fmt.Errorf("%s entry %d: key id %q is listed twice", EnvVar, i+1, id)
+			return nil, fmt.Errorf("%s entry %d: key id %q is listed twice", source, i+1, id)
 		}
 		seen[id] = true
 		b, err := decodeSecret(secret)
 		if err != nil {
-			return nil, fmt.Errorf("%s entry %d (key %q): the secret is not base64", EnvVar, i+1, id)
+			return nil, fmt.Errorf("%s entry %d (key %q): the secret is not base64", source, i+1, id)
 		}
 		if len(b) < MinSecretLength {
-			return nil, fmt.Errorf("%s entry %d (key %q): the secret is %d bytes; at least %d are required", EnvVar, i+1, id, len(b), MinSecretLength)
+			return nil, fmt.Errorf("%s entry %d (key %q): the secret is %d bytes; at least %d are required", source, i+1, id, len(b), MinSecretLength)
 		}
 		out = append(out, Key{ID: id, Secret: b})
 	}

@@ -216,9 +216,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 RETURNING id, created_at;
 
 -- name: insert_checkpoint
+-- context_blob / outputs_blob: the sha256 of the workflow_blobs row holding
+-- the value when the JSON column holds only its placeholder; NULL when the
+-- JSON column holds the value itself (only these columns mark a blob).
 INSERT INTO workflow_run_checkpoints (run_id, scope_path, step_id, attempt, workspace_id,
-                                      env, context_json, outputs_json)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
+                                      env, context_json, outputs_json, context_blob, outputs_blob)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);
 
 -- name: set_phase
 -- NULL and '' both mean "no phase" (GetRun reads NULL as ''), so setting ''
@@ -334,7 +337,7 @@ SELECT id, run_id::text, attempt, event_type, coalesce(node_id, ''), scope_path,
 -- seq is the creation order: the fence serialises a run's writes, so it
 -- also orders checkpoints written by concurrent transactions of one run.
 SELECT run_id::text, scope_path, step_id, attempt, context_json, outputs_json,
-       coalesce(previous_body_ref, ''), created_at
+       coalesce(previous_body_ref, ''), created_at, context_blob, outputs_blob
   FROM workflow_run_checkpoints
  WHERE run_id = $1 AND ($2::int = 0 OR attempt = $2)
  ORDER BY seq;
@@ -658,8 +661,13 @@ SELECT workspace_id, session_id, key, value_json::text, coalesce(origin_run_id::
    AND (keep_until IS NULL OR keep_until >= now());
 
 -- name: session_set
+-- keep_until: $6 (an instant), or the database's now plus $7 microseconds
+-- when $7 is not NULL (a keep_until duration is measured on the database's
+-- clock, the one the session GC compares with).
 INSERT INTO workflow_session_vars (workspace_id, session_id, key, value_json, origin_run_id, keep_until, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, now())
+VALUES ($1, $2, $3, $4, $5,
+        CASE WHEN $7::bigint IS NULL THEN $6::timestamptz ELSE now() + $7::bigint * interval '1 microsecond' END,
+        now())
 ON CONFLICT (workspace_id, session_id, key) DO UPDATE
    SET value_json = excluded.value_json, origin_run_id = excluded.origin_run_id,
        keep_until = excluded.keep_until, updated_at = excluded.updated_at
@@ -681,10 +689,14 @@ DELETE FROM workflow_session_vars
 RETURNING workspace_id, session_id, key;
 
 -- name: wake_keys
-SELECT id, secret, created_at FROM wake_keys ORDER BY created_at DESC, seq DESC;
+-- Ids and fingerprints only: the secrets never reach the database.
+SELECT id, fingerprint, created_at FROM wake_keys ORDER BY created_at DESC, seq DESC;
 
 -- name: insert_wake_key
-INSERT INTO wake_keys (id, secret) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING;
+-- A known id keeps its first fingerprint, unless it has none (a key whose
+-- secret migration 00008 removed).
+INSERT INTO wake_keys (id, fingerprint) VALUES ($1, $2)
+ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint WHERE wake_keys.fingerprint = '';
 
 -- name: get_wake_key
-SELECT id, secret, created_at FROM wake_keys WHERE id = $1;
+SELECT id, fingerprint, created_at FROM wake_keys WHERE id = $1;

@@ -145,29 +145,39 @@ func (s *Store) ListCheckpoints(ctx context.Context, p *state.ListCheckpointsPar
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: list checkpoints: %w", err)
 	}
+	type blobs struct{ ctx, out *string }
+	var refs []blobs
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*starflowtype.Checkpoint, error) {
 		var c starflowtype.Checkpoint
 		var ctxJSON, outJSON []byte
-		if err := row.Scan(&c.RunID, &c.ScopePath, &c.StepID, &c.Attempt, &ctxJSON, &outJSON, &c.PreviousBodyRef, &c.CreatedAt); err != nil {
+		var b blobs
+		if err := row.Scan(&c.RunID, &c.ScopePath, &c.StepID, &c.Attempt, &ctxJSON, &outJSON, &c.PreviousBodyRef, &c.CreatedAt, &b.ctx, &b.out); err != nil {
 			return nil, err
 		}
 		c.Context = json.RawMessage(ctxJSON)
 		c.Output = json.RawMessage(outJSON)
 		c.CreatedAt = c.CreatedAt.UTC()
+		refs = append(refs, b)
 		return &c, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: list checkpoints: %w", err)
 	}
-	for _, c := range out {
-		for _, v := range []*json.RawMessage{&c.Context, &c.Output} {
-			if sum, ok := state.ParseBlobRef(*v); ok {
-				var data []byte
-				if err := s.pool.QueryRow(ctx, q("get_blob"), sum).Scan(&data); err != nil {
-					return nil, fmt.Errorf("pgstore: checkpoint %s/%s: blob %s: %w", c.ScopePath, c.StepID, sum, err)
-				}
-				*v = data
+	// Only the blob columns mark a reference: a value shaped like one is
+	// returned as written (issue 10 item 3).
+	for i, c := range out {
+		for _, b := range []struct {
+			sum *string
+			v   *json.RawMessage
+		}{{refs[i].ctx, &c.Context}, {refs[i].out, &c.Output}} {
+			if b.sum == nil {
+				continue
 			}
+			var data []byte
+			if err := s.pool.QueryRow(ctx, q("get_blob"), *b.sum).Scan(&data); err != nil {
+				return nil, fmt.Errorf("pgstore: checkpoint %s/%s: blob %s: %w", c.ScopePath, c.StepID, *b.sum, err)
+			}
+			*b.v = data
 		}
 	}
 	return out, nil

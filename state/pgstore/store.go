@@ -125,7 +125,8 @@ type Config struct {
 	// MaxConns bounds the pool. Default: pgxpool's (the URL's
 	// pool_max_conns, else the greater of 4 and the number of CPUs).
 	MaxConns int32
-	// Logger receives Listen's reconnects. Default: discard.
+	// Logger receives Listen's reconnects and Migrate's warnings (the
+	// wake-token secrets migration 00008 removes). Default: discard.
 	Logger *slog.Logger
 }
 
@@ -299,8 +300,41 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pgstore: migrations: %w", err)
 	}
+	if err := s.warnStoredWakeKeys(ctx); err != nil {
+		return err
+	}
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	return nil
+}
+
+// warnStoredWakeKeys logs, before migration 00008 drops them, the ids of
+// the wake-token secrets a database older than it holds: the tokens they
+// signed verify afterwards only if STARFLOW_WAKE_KEYS holds them (a
+// PostgreSQL store has no file to move them to; see docs/operations.md,
+// "Upgrading to migration 00008").
+func (s *Store) warnStoredWakeKeys(ctx context.Context) error {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'wake_keys' AND column_name = 'secret'`).Scan(&n); err != nil {
+		return fmt.Errorf("pgstore: migrate: look for stored wake-key secrets: %w", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id FROM wake_keys ORDER BY created_at DESC, seq DESC`)
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: look for stored wake-key secrets: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: look for stored wake-key secrets: %w", err)
+	}
+	if len(ids) > 0 {
+		s.cfg.Logger.Warn("migration 00008 removes the wake-token signing secrets stored in wake_keys (the database keeps only key ids and fingerprints): "+
+			"tokens they signed verify afterwards only if STARFLOW_WAKE_KEYS holds them (see docs/operations.md, \"Upgrading to migration 00008\")",
+			"key_ids", ids)
 	}
 	return nil
 }

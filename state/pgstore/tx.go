@@ -118,17 +118,20 @@ func (t *txn) fence(ctx context.Context, runID string, l starflowtype.Lease) (ru
 	return m, nil
 }
 
-// blob stores data in workflow_blobs when it is larger than threshold and
-// returns the reference to keep in its place (data itself otherwise).
-func (t *txn) blob(ctx context.Context, threshold int, data []byte) ([]byte, error) {
+// blob stores data in workflow_blobs when it is larger than threshold.
+// It returns what the checkpoint row keeps in the JSON column (data itself,
+// or the reference placeholder) and the value of its blob column: the
+// blob's sha256, or nil when data is kept inline. Only that column marks a
+// reference (state.BlobRef).
+func (t *txn) blob(ctx context.Context, threshold int, data []byte) ([]byte, any, error) {
 	if len(data) <= threshold {
-		return data, nil
+		return data, nil, nil
 	}
 	ref, sum := state.BlobRef(data)
 	if _, err := t.exec(ctx, q("insert_blob"), sum, len(data), data); err != nil {
-		return nil, fmt.Errorf("blob: %w", err)
+		return nil, nil, fmt.Errorf("blob: %w", err)
 	}
-	return ref, nil
+	return ref, sum, nil
 }
 
 // event appends one workflow_run_events row and records it in the Change.

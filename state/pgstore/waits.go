@@ -469,7 +469,7 @@ func (s *Store) SessionSet(ctx context.Context, p *state.SessionSetParams) (*sta
 			return err
 		}
 		ws := orDefault(p.WorkspaceID, m.workspace)
-		out, err = scanSessionVar(t.tx.QueryRow(ctx, q("session_set"), ws, p.SessionID, p.Key, string(p.Value), p.RunID, absTime(p.KeepUntil)))
+		out, err = scanSessionVar(t.tx.QueryRow(ctx, q("session_set"), ws, p.SessionID, p.Key, string(p.Value), p.RunID, absTime(p.KeepUntil), micros(p.KeepFor)))
 		if err != nil {
 			return translate(err)
 		}
@@ -513,7 +513,7 @@ func (s *Store) WakeKeys(ctx context.Context) ([]state.WakeKey, error) {
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (state.WakeKey, error) {
 		var k state.WakeKey
-		err := row.Scan(&k.ID, &k.Secret, &k.CreatedAt)
+		err := row.Scan(&k.ID, &k.Fingerprint, &k.CreatedAt)
 		k.CreatedAt = k.CreatedAt.UTC()
 		return k, err
 	})
@@ -523,20 +523,21 @@ func (s *Store) WakeKeys(ctx context.Context) ([]state.WakeKey, error) {
 	return out, nil
 }
 
-// AddWakeKey implements state.Waiter: concurrent first starts agree on
-// the key whose insert commits first.
+// AddWakeKey implements state.Waiter: the first fingerprint registered
+// under an id stays (concurrent registrations agree on the one whose
+// insert commits first).
 func (s *Store) AddWakeKey(ctx context.Context, k state.WakeKey) (state.WakeKey, error) {
 	if err := state.CheckWakeKey(k); err != nil {
 		return state.WakeKey{}, fmt.Errorf("pgstore: add wake key: %w", err)
 	}
 	var out state.WakeKey
 	_, err := s.inTx(ctx, "AddWakeKey", "", false, func(t *txn) error {
-		n, err := t.exec(ctx, q("insert_wake_key"), k.ID, k.Secret)
+		n, err := t.exec(ctx, q("insert_wake_key"), k.ID, k.Fingerprint)
 		if err != nil {
 			return err
 		}
 		t.idle = n == 0
-		if err := t.tx.QueryRow(ctx, q("get_wake_key"), k.ID).Scan(&out.ID, &out.Secret, &out.CreatedAt); err != nil {
+		if err := t.tx.QueryRow(ctx, q("get_wake_key"), k.ID).Scan(&out.ID, &out.Fingerprint, &out.CreatedAt); err != nil {
 			return translate(err)
 		}
 		out.CreatedAt = out.CreatedAt.UTC()

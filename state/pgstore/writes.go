@@ -354,16 +354,16 @@ func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams)
 			return err
 		}
 		faultpoint.Hit("postgres.OnNodeComplete.after_event")
-		delta, err := t.blob(ctx, s.cfg.BlobThreshold, []byte(jsonOrNull(p.Context, "{}")))
+		delta, deltaBlob, err := t.blob(ctx, s.cfg.BlobThreshold, []byte(jsonOrNull(p.Context, "{}")))
 		if err != nil {
 			return err
 		}
-		out, err := t.blob(ctx, s.cfg.BlobThreshold, []byte(jsonOrNull(p.Output, "null")))
+		out, outBlob, err := t.blob(ctx, s.cfg.BlobThreshold, []byte(jsonOrNull(p.Output, "null")))
 		if err != nil {
 			return err
 		}
 		if _, err := t.exec(ctx, q("insert_checkpoint"), p.RunID, p.ScopePath, p.StepID, p.Attempt,
-			m.workspace, m.env, string(delta), string(out)); err != nil {
+			m.workspace, m.env, string(delta), string(out), deltaBlob, outBlob); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 		faultpoint.Hit("postgres.OnNodeComplete.after_checkpoint")

@@ -9,6 +9,12 @@
 // only a process crash). Migrations are the numbered files in migrations/,
 // embedded and run by goose.
 //
-// Import rule: imports state, starflowtype and internal/{sqlq,faultpoint};
-// never the engine.
+// Files: the database and its -wal/-shm files are owner-only (FileMode,
+// 0600; existing files others can read are tightened at Open with a
+// warning). Wake-token secrets never go into the database: the key file
+// beside it (PATH.wakekeys) holds them, and Migrate moves the secrets of a
+// database older than migration 00008 there.
+//
+// Import rule: imports state, starflowtype and internal/{sqlq,faultpoint,
+// waketoken}; never the engine.
 package sqlitestore

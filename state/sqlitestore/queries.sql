@@ -204,9 +204,12 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id, created_at;
 
 -- name: insert_checkpoint
+-- context_blob / outputs_blob: the sha256 of the workflow_blobs row holding
+-- the value when the JSON column holds only its placeholder; NULL when the
+-- JSON column holds the value itself (only these columns mark a blob).
 INSERT INTO workflow_run_checkpoints (run_id, scope_path, step_id, attempt, workspace_id,
-                                      env, context_json, outputs_json)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+                                      env, context_json, outputs_json, context_blob, outputs_blob)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: set_phase
 -- NULL and '' both mean "no phase" (GetRun reads NULL as ''), so setting ''
@@ -320,7 +323,7 @@ SELECT id, run_id, attempt, event_type, coalesce(node_id, ''), scope_path, paylo
 
 -- name: list_checkpoints
 SELECT run_id, scope_path, step_id, attempt, context_json, outputs_json,
-       coalesce(previous_body_ref, ''), created_at
+       coalesce(previous_body_ref, ''), created_at, context_blob, outputs_blob
   FROM workflow_run_checkpoints
  WHERE run_id = ? AND (? = 0 OR attempt = ?)
  ORDER BY created_at, rowid;
@@ -650,8 +653,13 @@ SELECT workspace_id, session_id, key, value_json, coalesce(origin_run_id, ''), k
    AND (keep_until IS NULL OR keep_until >= strftime('%Y-%m-%dT%H:%M:%fZ','now'));
 
 -- name: session_set
+-- keep_until: ?6 (an instant), or the database's now moved by the
+-- modifier ?7 when it is not NULL (a keep_until duration is measured on
+-- the database's clock, the one the session GC compares with).
 INSERT INTO workflow_session_vars (workspace_id, session_id, key, value_json, origin_run_id, keep_until, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+VALUES (?1, ?2, ?3, ?4, ?5,
+        CASE WHEN ?7 IS NULL THEN ?6 ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now', ?7) END,
+        strftime('%Y-%m-%dT%H:%M:%fZ','now'))
 ON CONFLICT (workspace_id, session_id, key) DO UPDATE
    SET value_json = excluded.value_json, origin_run_id = excluded.origin_run_id,
        keep_until = excluded.keep_until, updated_at = excluded.updated_at
@@ -670,10 +678,14 @@ DELETE FROM workflow_session_vars
 RETURNING workspace_id, session_id, key;
 
 -- name: wake_keys
-SELECT id, secret, created_at FROM wake_keys ORDER BY created_at DESC, rowid DESC;
+-- Ids and fingerprints only: the secrets never reach the database.
+SELECT id, fingerprint, created_at FROM wake_keys ORDER BY created_at DESC, rowid DESC;
 
 -- name: insert_wake_key
-INSERT INTO wake_keys (id, secret) VALUES (?, ?) ON CONFLICT (id) DO NOTHING;
+-- A known id keeps its first fingerprint, unless it has none (a key whose
+-- secret migration 00008 moved to the key file).
+INSERT INTO wake_keys (id, fingerprint) VALUES (?, ?)
+ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint WHERE wake_keys.fingerprint = '';
 
 -- name: get_wake_key
-SELECT id, secret, created_at FROM wake_keys WHERE id = ?;
+SELECT id, fingerprint, created_at FROM wake_keys WHERE id = ?;

@@ -141,19 +141,26 @@ func (s *Store) ListCheckpoints(ctx context.Context, p *state.ListCheckpointsPar
 	for rows.Next() {
 		var c starflowtype.Checkpoint
 		var ctxJSON, outJSON, created string
-		if err := rows.Scan(&c.RunID, &c.ScopePath, &c.StepID, &c.Attempt, &ctxJSON, &outJSON, &c.PreviousBodyRef, &created); err != nil {
+		var ctxBlob, outBlob sql.NullString
+		if err := rows.Scan(&c.RunID, &c.ScopePath, &c.StepID, &c.Attempt, &ctxJSON, &outJSON, &c.PreviousBodyRef, &created, &ctxBlob, &outBlob); err != nil {
 			return nil, fmt.Errorf("sqlitestore: list checkpoints: %w", err)
 		}
 		c.Context = json.RawMessage(ctxJSON)
 		c.Output = json.RawMessage(outJSON)
-		for _, v := range []*json.RawMessage{&c.Context, &c.Output} {
-			if sum, ok := state.ParseBlobRef(*v); ok {
-				var data []byte
-				if err := s.read.QueryRowContext(ctx, q("get_blob"), sum).Scan(&data); err != nil {
-					return nil, fmt.Errorf("sqlitestore: checkpoint %s/%s: blob %s: %w", c.ScopePath, c.StepID, sum, err)
-				}
-				*v = data
+		// Only the blob columns mark a reference: a value shaped like one
+		// is returned as written (issue 10 item 3).
+		for _, b := range []struct {
+			sum sql.NullString
+			v   *json.RawMessage
+		}{{ctxBlob, &c.Context}, {outBlob, &c.Output}} {
+			if !b.sum.Valid {
+				continue
 			}
+			var data []byte
+			if err := s.read.QueryRowContext(ctx, q("get_blob"), b.sum.String).Scan(&data); err != nil {
+				return nil, fmt.Errorf("sqlitestore: checkpoint %s/%s: blob %s: %w", c.ScopePath, c.StepID, b.sum.String, err)
+			}
+			*b.v = data
 		}
 		c.CreatedAt = parseTime(created)
 		out = append(out, &c)

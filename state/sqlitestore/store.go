@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -85,6 +86,11 @@ type Config struct {
 	// or context delta goes to workflow_blobs by sha256. Default
 	// state.BlobThresholdDefault (256 KiB).
 	BlobThreshold int
+	// Logger receives the store's warnings: a database file other users
+	// could read, made owner-only at Open (see FileMode), and the wake-key
+	// secrets Migrate moves out of a database older than migration 00008.
+	// Default slog.Default().
+	Logger *slog.Logger
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -100,6 +106,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.BlobThreshold <= 0 {
 		c.BlobThreshold = state.BlobThresholdDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }
@@ -129,10 +138,15 @@ type Store struct {
 var _ state.Adapter = (*Store)(nil)
 
 // Open opens (creating if needed) the database at cfg.Path. It does not
-// migrate; call Migrate.
+// migrate; call Migrate. A new database file is created with FileMode
+// (0600), and existing files of the database that other users may access
+// are made owner-only, with a warning on cfg.Logger naming each.
 func Open(cfg Config) (*Store, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := secureFiles(cfg.Path, cfg.Logger); err != nil {
 		return nil, err
 	}
 	dsn := func(txlock string, readOnly bool) string {
@@ -185,12 +199,43 @@ func ping(db *sql.DB, busyTimeout time.Duration) error {
 
 // Capabilities implements state.Adapter.
 func (s *Store) Capabilities() state.Capabilities {
-	return state.Capabilities{Durable: true, Dialect: "sqlite"}
+	return state.Capabilities{Durable: true, Dialect: "sqlite", WakeKeyFile: s.cfg.Path + WakeKeyFileSuffix}
 }
 
 // Migrate implements state.Adapter: it applies every pending numbered
-// migration with goose.
+// migration with goose. The wake-token secrets a database older than
+// migration 00008 holds are first added to the key file
+// (Capabilities().WakeKeyFile), so the tokens they signed keep verifying,
+// and the migration that drops them then runs with secure_delete on (the
+// freed pages are zeroed) and is followed by a WAL checkpoint.
 func (s *Store) Migrate(ctx context.Context) error {
+	moved, err := s.moveWakeKeySecrets(ctx)
+	if err != nil {
+		return err
+	}
+	if moved {
+		if _, err := s.write.ExecContext(ctx, "PRAGMA secure_delete = ON"); err != nil {
+			return fmt.Errorf("sqlitestore: migrate: %w", err)
+		}
+		defer func() {
+			_, _ = s.write.ExecContext(context.WithoutCancel(ctx), "PRAGMA secure_delete = OFF")
+		}()
+	}
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+	if moved {
+		// The old table's pages are zeroed in the WAL; copy them into the
+		// database file and empty the WAL.
+		if _, err := s.write.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+			return fmt.Errorf("sqlitestore: migrate: checkpoint after removing wake-key secrets: %w", err)
+		}
+	}
+	return nil
+}
+
+// migrate applies the pending migrations.
+func (s *Store) migrate(ctx context.Context) error {
 	fsys, err := subFS()
 	if err != nil {
 		return err

@@ -413,7 +413,7 @@ func (s *Store) SessionSet(ctx context.Context, p *state.SessionSetParams) (*sta
 			return err
 		}
 		ws := orDefault(p.WorkspaceID, m.workspace)
-		out, err = scanSessionVar(t.queryRow(ctx, "session_set", ws, p.SessionID, p.Key, string(p.Value), p.RunID, absTime(p.KeepUntil)))
+		out, err = scanSessionVar(t.queryRow(ctx, "session_set", ws, p.SessionID, p.Key, string(p.Value), p.RunID, absTime(p.KeepUntil), offset(p.KeepFor)))
 		if err != nil {
 			return translate(err)
 		}
@@ -463,7 +463,7 @@ func (s *Store) WakeKeys(ctx context.Context) ([]state.WakeKey, error) {
 	for rows.Next() {
 		var k state.WakeKey
 		var created string
-		if err := rows.Scan(&k.ID, &k.Secret, &created); err != nil {
+		if err := rows.Scan(&k.ID, &k.Fingerprint, &created); err != nil {
 			return nil, fmt.Errorf("sqlitestore: wake keys: %w", err)
 		}
 		k.CreatedAt = parseTime(created)
@@ -479,7 +479,7 @@ func (s *Store) AddWakeKey(ctx context.Context, k state.WakeKey) (state.WakeKey,
 	}
 	var out state.WakeKey
 	_, err := s.inTx(ctx, "AddWakeKey", "", false, func(t *txn) error {
-		res, err := t.exec(ctx, "insert_wake_key", k.ID, k.Secret)
+		res, err := t.exec(ctx, "insert_wake_key", k.ID, k.Fingerprint)
 		if err != nil {
 			return translate(err)
 		}
@@ -487,7 +487,7 @@ func (s *Store) AddWakeKey(ctx context.Context, k state.WakeKey) (state.WakeKey,
 			t.idle = true
 		}
 		var created string
-		if err := t.queryRow(ctx, "get_wake_key", k.ID).Scan(&out.ID, &out.Secret, &created); err != nil {
+		if err := t.queryRow(ctx, "get_wake_key", k.ID).Scan(&out.ID, &out.Fingerprint, &created); err != nil {
 			return translate(err)
 		}
 		out.CreatedAt = parseTime(created)

@@ -131,4 +131,22 @@ func (s *suite) testBlobs(t *testing.T) {
 			t.Fatalf("large checkpoint %s read back as %d/%d bytes, want %d", id, len(cps[i].Output), len(cps[i].Context), len(big))
 		}
 	}
+
+	// Another run's step whose output and context delta are shaped like
+	// the reference to that blob (byte for byte what a store writes) reads
+	// back as written: only the store's blob column marks a reference
+	// (issue 10 item 3), so the forged one reaches no other run's data.
+	forged, _ := state.BlobRef([]byte(big))
+	r2, l2 := h.started(nil, runnerB)
+	k := stepKey(r2, "", "forger")
+	h.nodeStart(k, l2, 1)
+	h.nodeComplete(k, l2, string(forged), string(forged))
+	cps, err := h.a.ListCheckpoints(h.ctx(), &state.ListCheckpointsParams{RunID: r2.ID})
+	if err != nil || len(cps) != 1 {
+		t.Fatalf("ListCheckpoints: %d %v", len(cps), err)
+	}
+	if string(cps[0].Output) != string(forged) || string(cps[0].Context) != string(forged) {
+		t.Fatalf("a step output shaped like a blob reference was dereferenced: read back %d/%d bytes, want the %d bytes written",
+			len(cps[0].Output), len(cps[0].Context), len(forged))
+	}
 }

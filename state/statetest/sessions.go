@@ -1,8 +1,8 @@
 package statetest
 
 import (
-	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,6 +136,36 @@ func (s *suite) testSessions(t *testing.T) {
 		}
 	})
 
+	// keep_until given as a duration is computed by the store from the
+	// database's clock, in the same statement that stamps updated_at (SPEC
+	// §5; issue 10 item 9): keep_until - updated_at is exactly KeepFor,
+	// whatever the runner's clock says.
+	t.Run("KeepForOnDatabaseClock", func(t *testing.T) {
+		t.Parallel()
+		h := s.durableWaits(t)
+		run, l := h.startOwn(runnerA)
+		const keep = 90 * time.Minute
+		v, err := h.a.SessionSet(h.ctx(), &state.SessionSetParams{SessionID: "s", Key: "k", Value: json.RawMessage(`1`),
+			RunID: run.ID, Lease: l, KeepFor: keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := v.KeepUntil.Sub(v.UpdatedAt); d < keep-time.Millisecond || d > keep+time.Millisecond {
+			t.Fatalf("keep_until - updated_at = %s, want %s (both from the database's now)", d, keep)
+		}
+		near(t, "keep_until", v.KeepUntil, time.Now().Add(keep), clockSlack)
+		got := h.sessionGet("s", "k")
+		if got == nil || !got.KeepUntil.Equal(v.KeepUntil) {
+			t.Fatalf("read back %+v, want keep_until %v", got, v.KeepUntil)
+		}
+		if _, err := h.a.OnRunComplete(h.ctx(), &state.RunCompleteParams{RunID: run.ID, Lease: l}); err != nil {
+			t.Fatal(err)
+		}
+		if h.sessionGet("s", "k") == nil {
+			t.Error("a variable kept for 90 minutes did not survive its run's end")
+		}
+	})
+
 	t.Run("Invalid", func(t *testing.T) {
 		t.Parallel()
 		h := s.durableWaits(t)
@@ -145,6 +175,8 @@ func (s *suite) testSessions(t *testing.T) {
 			{SessionID: "s", Key: "", Value: json.RawMessage(`1`)},
 			{SessionID: "s", Key: "k", Value: json.RawMessage(`{not json`)},
 			{SessionID: "s", Key: "k"},
+			{SessionID: "s", Key: "k", Value: json.RawMessage(`1`), KeepFor: -time.Second},
+			{SessionID: "s", Key: "k", Value: json.RawMessage(`1`), KeepFor: time.Hour, KeepUntil: time.Now().Add(time.Hour)},
 		} {
 			p.RunID, p.Lease = run.ID, l
 			if _, err := h.a.SessionSet(h.ctx(), &p); err == nil {
@@ -154,7 +186,9 @@ func (s *suite) testSessions(t *testing.T) {
 	})
 }
 
-// testWakeKeys: wake keys are stored once per id, listed newest first.
+// testWakeKeys: a wake key is registered once per id, by id and
+// fingerprint (the first fingerprint stays), listed newest first; a secret
+// is never accepted (issue 10 item 1).
 func (s *suite) testWakeKeys(t *testing.T) {
 	t.Parallel()
 	h := s.durableWaits(t)
@@ -162,31 +196,39 @@ func (s *suite) testWakeKeys(t *testing.T) {
 	if err != nil || len(keys) != 0 {
 		t.Fatalf("WakeKeys of an empty store = %v, %v", keys, err)
 	}
-	s1 := bytes.Repeat([]byte{1}, 32)
-	k1, err := h.a.AddWakeKey(h.ctx(), state.WakeKey{ID: "k1", Secret: s1})
+	fp1, fp2 := strings.Repeat("a1", 32), strings.Repeat("b2", 32)
+	k1, err := h.a.AddWakeKey(h.ctx(), state.WakeKey{ID: "k1", Fingerprint: fp1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k1.ID != "k1" || !bytes.Equal(k1.Secret, s1) {
+	if k1.ID != "k1" || k1.Fingerprint != fp1 {
 		t.Errorf("AddWakeKey = %+v", k1)
 	}
 	near(t, "created_at", k1.CreatedAt, time.Now(), clockSlack)
-	again, err := h.a.AddWakeKey(h.ctx(), state.WakeKey{ID: "k1", Secret: bytes.Repeat([]byte{9}, 32)})
+	again, err := h.a.AddWakeKey(h.ctx(), state.WakeKey{ID: "k1", Fingerprint: fp2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(again.Secret, s1) {
-		t.Error("AddWakeKey of an existing id replaced its secret; want the stored key returned")
+	if again.Fingerprint != fp1 {
+		t.Error("AddWakeKey of a registered id replaced its fingerprint; want the first one returned (the caller detects the mismatch)")
 	}
 	time.Sleep(5 * time.Millisecond) // distinct created_at (milliseconds on SQLite)
-	if _, err := h.a.AddWakeKey(h.ctx(), state.WakeKey{ID: "k2", Secret: bytes.Repeat([]byte{2}, 32)}); err != nil {
+	if _, err := h.a.AddWakeKey(h.ctx(), state.WakeKey{ID: "k2", Fingerprint: fp2}); err != nil {
 		t.Fatal(err)
 	}
 	keys, err = h.a.WakeKeys(h.ctx())
-	if err != nil || len(keys) != 2 || keys[0].ID != "k2" || keys[1].ID != "k1" {
+	if err != nil || len(keys) != 2 || keys[0].ID != "k2" || keys[1].ID != "k1" || keys[1].Fingerprint != fp1 {
 		t.Errorf("WakeKeys = %+v, %v; want k2 then k1", keys, err)
 	}
-	if _, err := h.a.AddWakeKey(h.ctx(), state.WakeKey{ID: "short", Secret: []byte("x")}); err == nil {
-		t.Error("AddWakeKey with a 1-byte secret: no error")
+	for _, bad := range []state.WakeKey{
+		{ID: "", Fingerprint: fp1},
+		{ID: "short", Fingerprint: "abc"},
+		{ID: "upper", Fingerprint: strings.ToUpper(fp1)},
+		{ID: "secret", Fingerprint: strings.Repeat("x", 64)},
+		{ID: "none"},
+	} {
+		if _, err := h.a.AddWakeKey(h.ctx(), bad); err == nil {
+			t.Errorf("AddWakeKey(%+v): no error", bad)
+		}
 	}
 }

@@ -38,7 +38,7 @@ func Latency(ctx context.Context, rc workload.RunConfig, rate float64, dur time.
 			return err
 		}
 		defer cleanup()
-		eng, err := starflow.New(starflow.Config{Store: store, Concurrency: rc.Concurrency, Logger: workload.DiscardLogger})
+		eng, err := starflow.New(starflow.Config{Store: store, Concurrency: rc.Concurrency, Logger: workload.DiscardLogger, WakeKeys: WakeKeys})
 		if err != nil {
 			return err
 		}

@@ -93,6 +93,7 @@ type process struct {
 
 func startProcess(bin string, args ...string) (*process, error) {
 	p := &process{cmd: exec.Command(bin, args...), started: make(chan struct{}), exited: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), "STARFLOW_WAKE_KEYS="+WakeKeys)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -207,7 +208,7 @@ func Recovery(ctx context.Context, rc RecoveryConfig) (RecoveryResult, error) {
 	if err := store.Migrate(ctx); err != nil {
 		return res, err
 	}
-	client, err := starflow.New(starflow.Config{Store: store, NoRunner: true, Logger: workload.DiscardLogger})
+	client, err := starflow.New(starflow.Config{Store: store, NoRunner: true, Logger: workload.DiscardLogger, WakeKeys: WakeKeys})
 	if err != nil {
 		return res, err
 	}

@@ -78,7 +78,7 @@ func Run(ctx context.Context, rc workload.RunConfig) (workload.Result, error) {
 		return workload.Result{}, err
 	}
 	defer cleanup()
-	eng, err := starflow.New(starflow.Config{Store: store, Concurrency: rc.Concurrency, Logger: workload.DiscardLogger})
+	eng, err := starflow.New(starflow.Config{Store: store, Concurrency: rc.Concurrency, Logger: workload.DiscardLogger, WakeKeys: WakeKeys})
 	if err != nil {
 		return workload.Result{}, err
 	}
@@ -149,3 +149,9 @@ func Run(ctx context.Context, rc workload.RunConfig) (workload.Result, error) {
 	return workload.Result{Elapsed: elapsed, Steps: done * workload.StepsPerRun,
 		Checked: fmt.Sprintf("%d succeeded step rows, %d checkpoints", steps, cps)}, nil
 }
+
+// WakeKeys is the wake-token key ring every engine and process of the
+// harness uses (a PostgreSQL store keeps no signing secret, so every
+// process must be given the same ring; the harness's workflows never wait,
+// so its value does not matter).
+const WakeKeys = "sbs:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
