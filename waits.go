@@ -23,8 +23,9 @@ import (
 // (nothing changes on any of them): starflowtype.ErrTokenInvalid (forged,
 // malformed, signed by an unknown key), starflowtype.ErrWaitClosed
 // (expired, already used, the wait timed out or was cancelled),
-// ErrNotFound (no wait has that id and token), or a payload that is not
-// JSON.
+// ErrNotFound (no wait has that id and token), a payload that is not
+// JSON, or a *workflow.LimitError for a payload over
+// Config.Limits.PayloadBytes (checked first: the token is not spent).
 func (e *Engine) Wake(ctx context.Context, token string, payload json.RawMessage) (*starflowtype.Wait, error) {
 	return e.wake(ctx, "", token, payload)
 }
@@ -40,6 +41,9 @@ func (e *Engine) WakeRun(ctx context.Context, runID, token string, payload json.
 }
 
 func (e *Engine) wake(ctx context.Context, runID, token string, payload json.RawMessage) (*starflowtype.Wait, error) {
+	if err := e.engine.Limits().CheckPayload(len(payload)); err != nil {
+		return nil, fmt.Errorf("wake: %w", err) // the token is not spent
+	}
 	payload, err := wakePayload(payload)
 	if err != nil {
 		return nil, err
@@ -69,7 +73,8 @@ func (e *Engine) wake(ctx context.Context, runID, token string, payload json.Raw
 // woken (its run re-queued), or, when the run does not wait for it yet,
 // the signal is kept in the wake inbox and consumed when such a wait
 // registers. Errors: ErrNotFound (no such run), ErrConflict (the run has
-// ended), a payload that is not JSON.
+// ended), a payload that is not JSON, a *workflow.LimitError for a
+// payload over Config.Limits.PayloadBytes (nothing is stored).
 func (e *Engine) Signal(ctx context.Context, runID, name string, payload json.RawMessage) (*state.SignalResult, error) {
 	if runID == "" || name == "" {
 		return nil, errors.New("signal: run id and signal name are required")
@@ -80,7 +85,7 @@ func (e *Engine) Signal(ctx context.Context, runID, name string, payload json.Ra
 // SignalKey delivers the signal name to whichever run waits for it with
 // correlationKey (a `wait` with that correlation_key), or keeps it in the
 // wake inbox for the first such wait to register. Errors: a payload that
-// is not JSON.
+// is not JSON or over Config.Limits.PayloadBytes.
 func (e *Engine) SignalKey(ctx context.Context, name, correlationKey string, payload json.RawMessage) (*state.SignalResult, error) {
 	if name == "" || correlationKey == "" {
 		return nil, errors.New("signal: signal name and correlation key are required")
@@ -89,6 +94,9 @@ func (e *Engine) SignalKey(ctx context.Context, name, correlationKey string, pay
 }
 
 func (e *Engine) signal(ctx context.Context, p *state.SignalParams, payload json.RawMessage) (*state.SignalResult, error) {
+	if err := e.engine.Limits().CheckPayload(len(payload)); err != nil {
+		return nil, fmt.Errorf("signal %s: %w", p.Signal, err)
+	}
 	var err error
 	if p.Payload, err = wakePayload(payload); err != nil {
 		return nil, err

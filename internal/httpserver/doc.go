@@ -10,6 +10,6 @@
 // *starflow.Engine), so a Go program can mount it itself.
 //
 // Import rule: the standard library, the root package starflow (for its
-// Health and live types), package warm, starflowtype and the Prometheus
-// client; never a store.
+// Health and live types), package warm, starflowtype, workflow (for the
+// payload cap's error) and the Prometheus client; never a store.
 package httpserver

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"mime"
 	"net/http"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/warm"
+	"github.com/starflow/starflow/workflow"
 )
 
 // Backend is what the listener serves. *starflow.Engine implements it.
@@ -55,6 +57,12 @@ type Config struct {
 	Timeout time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// MaxWakeBody is the largest wake payload POST /wake/{token} reads, in
+	// bytes; a longer body is refused with 413 before the backend sees it
+	// (the token is not spent). Default MaxWakeBody; negative: no limit.
+	// `starflow dev` and `starflow server` set it to the engine's
+	// Limits.PayloadBytes.
+	MaxWakeBody int64
 }
 
 // TimeoutDefault bounds one health check or live read.
@@ -85,9 +93,10 @@ type WakeResult struct {
 	Status starflowtype.WaitStatus `json:"status"`
 }
 
-// MaxWakeBody is the largest wake payload POST /wake/{token} reads
-// (bytes); a longer body is refused with 413.
-const MaxWakeBody = 1 << 20
+// MaxWakeBody is the default of Config.MaxWakeBody: the largest wake
+// payload POST /wake/{token} reads (bytes); a longer body is refused with
+// 413.
+const MaxWakeBody = 1 << 20 // workflow.PayloadBytesDefault
 
 // LiveRunnersView is the JSON body of GET /live/runners.
 type LiveRunnersView struct {
@@ -105,7 +114,7 @@ type LiveRunnersView struct {
 //	                             payload (empty: null): 200 WakeResult; 401 token invalid
 //	                             (forged, malformed, unknown key, no wait has it); 410 wait
 //	                             closed or token expired; 400 body not JSON; 413 body over
-//	                             MaxWakeBody; 415 a Content-Type that is not JSON
+//	                             Config.MaxWakeBody; 415 a Content-Type that is not JSON
 //
 // POST /wake/{token} needs no credentials: the signed, single-use token
 // is the capability.
@@ -121,6 +130,9 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxWakeBody == 0 {
+		cfg.MaxWakeBody = MaxWakeBody
 	}
 	h := &handler{cfg: cfg}
 	mux := http.NewServeMux()
@@ -164,11 +176,16 @@ func (h *handler) wake(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusUnsupportedMediaType, "unsupported media type", fmt.Sprintf("Content-Type %q: the wake payload is JSON (send application/json, or no body for null)", ct))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWakeBody))
+	limit := h.cfg.MaxWakeBody
+	if limit < 0 {
+		limit = math.MaxInt64
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			problem(w, http.StatusRequestEntityTooLarge, "payload too large", fmt.Sprintf("the wake payload is limited to %d bytes", MaxWakeBody))
+			problem(w, http.StatusRequestEntityTooLarge, "payload too large", fmt.Sprintf("the wake payload is over the limit of %d bytes %s; nothing changed",
+				limit, workflow.LimitPayloadBytes.Hint()))
 			return
 		}
 		problem(w, http.StatusBadRequest, "unreadable body", "reading the wake payload: "+err.Error())
@@ -182,6 +199,7 @@ func (h *handler) wake(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	wt, err := h.cfg.Backend.Wake(ctx, r.PathValue("token"), body)
+	var overLimit *workflow.LimitError
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, WakeResult{ID: wt.ID, RunID: wt.RunID, StepID: wt.StepID, Status: wt.Status})
@@ -191,6 +209,8 @@ func (h *handler) wake(w http.ResponseWriter, r *http.Request) {
 		// A well-signed token no wait has: as invalid as a forged one (the
 		// CLI's exit 3), and no hint whether such a wait exists.
 		problem(w, http.StatusUnauthorized, "wake token invalid", "no wait has this token; nothing changed")
+	case errors.As(err, &overLimit):
+		problem(w, http.StatusRequestEntityTooLarge, "payload too large", overLimit.Error()+"; nothing changed")
 	case errors.Is(err, starflowtype.ErrWaitClosed):
 		problem(w, http.StatusGone, "wait closed", "the wait is no longer pending or the token expired (a token wakes once; the wait may have been woken, timed out or cancelled); nothing changed")
 	default:
