@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -16,19 +15,23 @@ import (
 	"github.com/starflow/starflow/workflow"
 )
 
-// readPayload validates a --payload value: JSON, or @FILE holding JSON.
-// Empty means none (the wait's output is then null).
-func readPayload(s string) (json.RawMessage, error) {
+// readPayload validates a --payload value: JSON, or @FILE holding JSON,
+// within the payload cap of l. Empty means none (the wait's output is then
+// null).
+func readPayload(s string, l workflow.Limits) (json.RawMessage, error) {
 	if s == "" {
 		return nil, nil
 	}
-	data, where := []byte(s), "--payload"
+	data, size, where := []byte(s), int64(len(s)), "--payload"
 	if name, ok := strings.CutPrefix(s, "@"); ok {
-		b, err := os.ReadFile(name)
+		b, n, err := readFileLimited(name, l.PayloadBytes)
 		if err != nil {
 			return nil, &exitError{code: exitBadPayload, msg: fmt.Sprintf("cannot read payload file %s: %v", name, unwrapPathError(err))}
 		}
-		data, where = b, "payload file "+name
+		data, size, where = b, n, "payload file "+name
+	}
+	if err := l.CheckPayload(int(size)); err != nil {
+		return nil, &exitError{code: exitBadPayload, msg: fmt.Sprintf("%s: %v; nothing changed", where, err)}
 	}
 	if !json.Valid(data) {
 		var v any
@@ -40,6 +43,7 @@ func readPayload(s string) (json.RawMessage, error) {
 
 func newSignalCmd(g *globalFlags) *cobra.Command {
 	var payload, key string
+	var lf limitFlags
 	cmd := &cobra.Command{
 		Use:   "signal RUN NAME | signal --correlation-key KEY NAME",
 		Short: "Send a named signal to a run's wait (or to the wait with a correlation key)",
@@ -67,7 +71,11 @@ for (a typo?) is held too, with a warning on stderr naming the signals it does w
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body, err := readPayload(payload)
+			limits, err := lf.resolve()
+			if err != nil {
+				return err
+			}
+			body, err := readPayload(payload, limits)
 			if err != nil {
 				return err
 			}
@@ -78,7 +86,7 @@ for (a typo?) is held too, with a warning on stderr naming the signals it does w
 			if strings.TrimSpace(name) == "" {
 				return errors.New("the signal NAME is empty")
 			}
-			eng, closeStore, err := g.engineForWaits(cmd)
+			eng, closeStore, err := g.engineForWaits(cmd, limits)
 			if err != nil {
 				return err
 			}
@@ -118,6 +126,7 @@ for (a typo?) is held too, with a warning on stderr naming the signals it does w
 	}
 	cmd.Flags().StringVar(&payload, "payload", "", "the wake payload: JSON, or @FILE (default null)")
 	cmd.Flags().StringVar(&key, "correlation-key", "", "address the wait by its correlation key instead of the run")
+	lf.register(cmd, limitsPayload)
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/workflow"
 )
 
 // envWakeKeys is the wake-token key ring variable ("kid:base64secret,…";
@@ -39,7 +40,7 @@ const (
 
 // engineForWaits opens the existing store and an engine without a runner
 // whose wake keys come from STARFLOW_WAKE_KEYS or the store.
-func (g *globalFlags) engineForWaits(cmd *cobra.Command) (*starflow.Engine, func(), error) {
+func (g *globalFlags) engineForWaits(cmd *cobra.Command, limits workflow.Limits) (*starflow.Engine, func(), error) {
 	keys, err := wakeKeysEnv()
 	if err != nil {
 		return nil, nil, err
@@ -48,7 +49,7 @@ func (g *globalFlags) engineForWaits(cmd *cobra.Command) (*starflow.Engine, func
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), NoRunner: true, WakeKeys: keys})
+	eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), NoRunner: true, WakeKeys: keys, Limits: limits})
 	if err != nil {
 		store.Close()
 		return nil, nil, err
@@ -58,6 +59,7 @@ func (g *globalFlags) engineForWaits(cmd *cobra.Command) (*starflow.Engine, func
 
 func newWakeCmd(g *globalFlags) *cobra.Command {
 	var payload string
+	var lf limitFlags
 	cmd := &cobra.Command{
 		Use:   "wake TOKEN",
 		Short: "Wake a paused run with a wake token (from a wait's notify request)",
@@ -67,18 +69,22 @@ output; the run is re-queued and a runner continues it. A token is single use.
 The token is verified with the keys in ` + envWakeKeys + ` (the same ring the runners
 sign with), or else with the keys stored in the store.
 
-Exit status: 0 woken; ` + fmt.Sprint(exitBadPayload) + ` the payload is not JSON; ` + fmt.Sprint(exitTokenInvalid) + ` the token is invalid (forged, malformed,
+Exit status: 0 woken; ` + fmt.Sprint(exitBadPayload) + ` the payload is not JSON or over --max-payload-bytes; ` + fmt.Sprint(exitTokenInvalid) + ` the token is invalid (forged, malformed,
 signed by an unknown key, or no wait of this store has it); ` + fmt.Sprint(exitWaitClosed) + ` the wait is
 closed or the token expired (already used, woken, timed out or cancelled).
 Nothing changes unless the exit status is 0.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body, err := readPayload(payload)
+			limits, err := lf.resolve()
+			if err != nil {
+				return err
+			}
+			body, err := readPayload(payload, limits)
 			if err != nil {
 				return err
 			}
 			token := strings.TrimSpace(args[0])
-			eng, closeStore, err := g.engineForWaits(cmd)
+			eng, closeStore, err := g.engineForWaits(cmd, limits)
 			if err != nil {
 				return err
 			}
@@ -100,5 +106,6 @@ Nothing changes unless the exit status is 0.`,
 		},
 	}
 	cmd.Flags().StringVar(&payload, "payload", "", "the wake payload: JSON, or @FILE (default null)")
+	lf.register(cmd, limitsPayload)
 	return cmd
 }
