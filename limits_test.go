@@ -102,3 +102,41 @@ steps:
 		t.Fatalf("run %s: %s %s", end.Status, end.Output, end.Error)
 	}
 }
+
+// TestStoredDefinitionRunsAsApplied: a revision stored before the caps
+// and the names-in-scope check existed (here: a forward has(), a
+// retry_policy on a construct, a concurrency over the cap) still runs:
+// a runner executes a stored definition as it was applied.
+func TestStoredDefinitionRunsAsApplied(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, starflow.Config{})
+	h.start()
+	ctx := context.Background()
+	src := `name: old
+steps:
+  - id: first
+    when: "!has(steps.second.output)"
+    context_set: {a: 1}
+  - id: second
+    retry_policy: {max_attempts: 2}
+    for_each: {items: "[1, 2]", concurrency: 100, steps: [{id: x, context_set: {v: "${{ item }}"}}]}
+`
+	if _, err := h.eng.Parse("old.yaml", []byte(src)); err == nil {
+		t.Fatal("the definition is valid today: the test proves nothing")
+	}
+	def, err := workflow.Parse("old.yaml", []byte(src), workflow.ParseOptions{Limits: workflow.NoLimits(), Stored: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.store.PutDefinition(ctx, &state.PutDefinitionParams{WorkspaceID: state.DefaultWorkspace, Name: def.Name,
+		Revision: def.Revision(), Spec: def.Canonical(), Source: src}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := h.eng.Enqueue(ctx, "old", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := awaitEnd(t, h, run.ID); end.Status != starflowtype.RunSucceeded || string(end.Output) != `[{"v":1},{"v":2}]` {
+		t.Fatalf("run %s: %s %s", end.Status, end.Output, end.Error)
+	}
+}

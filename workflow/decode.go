@@ -242,7 +242,9 @@ func (d *decoder) definition(root *vnode) *Definition {
 		d.errorf(root.pos, `missing required field "steps"`)
 	}
 	d.checkGraph()
-	d.checkRefs()
+	if !d.opts.Stored {
+		d.checkRefs()
+	}
 	return def
 }
 
@@ -431,7 +433,7 @@ func (d *decoder) step(n *vnode, l *listSrc) *stepSrc {
 			s.Custom = &Custom{Type: k.name, Input: d.templateOrNull(k.val, k.name)}
 		}
 	}
-	if s.RetryPolicy != nil && len(kinds) == 1 && noRetries(s) {
+	if s.RetryPolicy != nil && len(kinds) == 1 && noRetries(s) && !d.opts.Stored {
 		d.errorf(retryPos, "retry_policy on a %s step has no effect: %s; put retry_policy on the steps inside it, or leave it out", s.Kind(), whyNoRetries(s))
 	}
 	return src

@@ -105,3 +105,22 @@ func TestLimitErrorMessages(t *testing.T) {
 		t.Errorf("in flight = %d", n)
 	}
 }
+
+// TestParseStored: ParseOptions.Stored leaves out the refusals that are
+// not about the format (names out of scope, retry_policy without effect),
+// and NoLimits the caps, so a revision applied before them still parses;
+// format errors are still reported.
+func TestParseStored(t *testing.T) {
+	t.Parallel()
+	src := step1("    when: has(steps.t.output) && item == 1\n    retry_policy: {max_attempts: 2}\n    for_each: {items: '[1]', concurrency: 100, steps: [{id: x, context_set: {v: 1}}]}\n  - id: t\n    context_set: {y: \"${{ error }}\"}\n")
+	if _, err := Parse("t.yaml", []byte(src), ParseOptions{}); err == nil {
+		t.Fatal("accepted as a new definition")
+	}
+	stored := ParseOptions{Limits: NoLimits(), Stored: true}
+	if _, err := Parse("t.yaml", []byte(src), stored); err != nil {
+		t.Fatalf("stored: %v", err)
+	}
+	if _, err := Parse("t.yaml", []byte(step1("    context_set: {x: \"${{ 1 + }}\"}\n")), stored); err == nil {
+		t.Fatal("stored: an expression that does not compile was accepted")
+	}
+}

@@ -31,6 +31,12 @@ type ParseOptions struct {
 	// concurrency and a repeat_until's max_iterations. Zero fields take
 	// their defaults; NoLimits() lifts them all.
 	Limits Limits
+	// Stored parses a definition that was validated when it was applied
+	// (a stored revision a run is pinned to): the refusals that are not
+	// about the format itself — names out of scope, retry_policy where it
+	// has no effect — are not applied again, so a revision applied before
+	// they existed still runs. Pair it with NoLimits().
+	Stored bool
 }
 
 // Limits of a definition's shape.

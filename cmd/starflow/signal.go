@@ -153,7 +153,7 @@ func warnUnknownSignal(cmd *cobra.Command, eng *starflow.Engine, runID, name str
 	if err != nil {
 		return
 	}
-	def, err := eng.Parse(row.Name, row.Spec)
+	def, err := workflow.Parse(row.Name, row.Spec, workflow.ParseOptions{Limits: workflow.NoLimits(), Stored: true})
 	if err != nil {
 		return
 	}

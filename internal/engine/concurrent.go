@@ -43,9 +43,14 @@ import (
 // lowest failed item index. Items that never started have no ledger rows.
 func (rs *runState) execForEach(ctx context.Context, f *frame, s *workflow.Step) (any, error) {
 	fe := s.ForEach
-	v, err := rs.render(ctx, f, "for_each.items", fe.Items)
+	// items is an expression by nature, like when: bare CEL or one ${{ }}.
+	tpl, err := f.env.ParseExpr(fe.Items)
 	if err != nil {
-		return nil, err
+		return nil, step.Permanent(fmt.Errorf("for_each.items: %w", err))
+	}
+	v, err := f.env.EvalTemplate(ctx, tpl, f.vals)
+	if err != nil {
+		return nil, step.Permanent(fmt.Errorf("for_each.items: %w", err))
 	}
 	items, ok := v.([]any)
 	if !ok {

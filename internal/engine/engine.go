@@ -246,7 +246,7 @@ func (e *Engine) Definition(row *starflowtype.Definition) (*workflow.Definition,
 	// A stored definition runs as it was applied: the static caps were
 	// checked then, with the limits of the process that applied it.
 	opts := e.ParseOptions()
-	opts.Limits = workflow.NoLimits()
+	opts.Limits, opts.Stored = workflow.NoLimits(), true
 	d, err := workflow.Parse(row.Name+"@"+shortRevision(row.Revision), row.Spec, opts)
 	if err != nil {
 		return nil, fmt.Errorf("stored definition %s no longer parses: %w", row.Name, err)

@@ -277,3 +277,21 @@ func peakRSS() string {
 	}
 	return "unknown"
 }
+
+// TestForEachBareItems: for_each.items is an expression by nature, as
+// validation has it: bare CEL evaluates like a ${{ }} (it was rendered as
+// a template, so `items: input.xs` validated and then failed at run time
+// as "a string").
+func TestForEachBareItems(t *testing.T) {
+	t.Parallel()
+	for _, items := range []string{`input.xs`, `"${{ input.xs }}"`, `"[1, 2].map(x, x * 10)"`} {
+		store := &recordingStore{Store: nullstore.New()}
+		src := "name: bare\nsteps:\n  - id: ship\n    for_each:\n      items: " + items + "\n      steps: [{id: x, context_set: {v: \"${{ item }}\"}}]\n"
+		if out := execute(t, store, Config{}, src, `{"xs": [10, 20]}`); out != OutcomeSucceeded {
+			t.Fatalf("items %s: %s %+v", items, out, store.runErr)
+		}
+		if got := string(store.output); got != `[{"v":10},{"v":20}]` {
+			t.Fatalf("items %s: output %s", items, got)
+		}
+	}
+}
