@@ -87,6 +87,12 @@ func (d *decoder) checkRefs() {
 			}
 		}
 	}
+	children := map[*stepSrc][]*listSrc{}
+	for _, l := range d.lists {
+		if l.parent != nil {
+			children[l.parent] = append(children[l.parent], l)
+		}
+	}
 	for _, st := range d.sites {
 		spans := []expr.Span{{Src: st.n.s}}
 		if !st.bare {
@@ -98,7 +104,7 @@ func (d *decoder) checkRefs() {
 				continue // compiled already: cannot happen
 			}
 			for _, r := range refs {
-				msg := d.refProblem(st, r, byID, ids)
+				msg := d.refProblem(st, r, byID, ids, children)
 				if msg == "" {
 					continue
 				}
@@ -112,13 +118,13 @@ func (d *decoder) checkRefs() {
 
 // refProblem says what is wrong with reference r at site st ("" when
 // nothing is).
-func (d *decoder) refProblem(st *exprSite, r expr.Ref, byID map[string]*stepSrc, ids []string) string {
+func (d *decoder) refProblem(st *exprSite, r expr.Ref, byID map[string]*stepSrc, ids []string, children map[*stepSrc][]*listSrc) string {
 	switch r.Var {
 	case "steps":
 		if len(r.Path) == 0 {
 			return ""
 		}
-		return d.stepRef(st, r.Path[0], byID, ids)
+		return d.stepRef(st, r.Path[0], byID, ids, children)
 	case "error":
 		if !st.catch {
 			return "error is defined only in the steps of a try's catch list (the failure being caught)"
@@ -144,8 +150,9 @@ func (d *decoder) refProblem(st *exprSite, r expr.Ref, byID map[string]*stepSrc,
 	return ""
 }
 
-// stepRef checks steps.<id> at site st.
-func (d *decoder) stepRef(st *exprSite, id string, byID map[string]*stepSrc, ids []string) string {
+// stepRef checks steps.<id> at site st. children lists the steps lists of
+// each construct.
+func (d *decoder) stepRef(st *exprSite, id string, byID map[string]*stepSrc, ids []string, children map[*stepSrc][]*listSrc) string {
 	t := byID[id]
 	if t == nil {
 		return fmt.Sprintf("steps.%s: no step %q in the definition%s", id, id, suggest(id, ids))
@@ -160,13 +167,22 @@ func (d *decoder) stepRef(st *exprSite, id string, byID map[string]*stepSrc, ids
 		}
 		return fmt.Sprintf("steps.%s: step %q is nested in step %q and not addressable outside it; use steps.%s.output", id, id, top.step.ID, top.step.ID)
 	}
-	// until sees the steps of its iteration.
-	if st.field == "repeat_until.until" && t.list.parent == st.step && t.list.field == "repeat_until.steps" {
-		return ""
-	}
-	// The chain of lists the site sees, innermost first, each with the
-	// step of that list it is in (its anchor).
+	// The lists the site sees: the chain of lists it is in, innermost
+	// first, each with the step of that list it is in (its anchor), and
+	// the lists it sees without being in them (a try's steps from its
+	// catch, an iteration's steps from until), with no anchor.
 	onChain := map[*listSrc]*stepSrc{}
+	isUntil := st.field == "repeat_until.until"
+	if isUntil {
+		for _, l := range children[st.step] {
+			if l.field == "repeat_until.steps" {
+				if t.list == l {
+					return ""
+				}
+				onChain[l] = nil
+			}
+		}
+	}
 	for a := st.step; a != nil; a = a.list.parent {
 		if t == a {
 			if a == st.step {
@@ -181,8 +197,15 @@ func (d *decoder) stepRef(st *exprSite, id string, byID map[string]*stepSrc, ids
 			}
 			return orderProblem(t, a, st.step)
 		}
-		if l := a.list; l.parent != nil && t.list.parent == l.parent && trySees(l.field, t.list.field) {
-			return ""
+		if l := a.list; l.parent != nil {
+			for _, sib := range children[l.parent] {
+				if trySees(l.field, sib.field) {
+					if t.list == sib {
+						return ""
+					}
+					onChain[sib] = nil
+				}
+			}
 		}
 	}
 	// t is nested in a construct: the innermost enclosing construct of t
