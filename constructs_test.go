@@ -95,7 +95,7 @@ steps:
     context_set:
       out: "${{ steps.check.output }}"
       none: "${{ steps.none.output }}"
-      hidden: "${{ has(steps.small) }}"
+      hidden: "${{ 'small' in steps }}"
 output: "${{ variables }}"
 `
 	run := h.runToEnd(src, map[string]any{"n": 1})
@@ -145,13 +145,13 @@ steps:
             x_seen: "${{ variables.x }}"
       finally:
         - id: cleanup
-          context_set: {cleaned: true, error_visible: "${{ error != null }}"}
+          context_set: {cleaned: true}
   - id: after
     context_set: {guard_out: "${{ steps.guarded.output }}"}
 output: "${{ variables }}"
 `, map[string]any{"id": "o-1"})
 	mustSucceed(t, run)
-	want := `{"caught":"boom:fail:bad order o-1","cleaned":true,"error_visible":false,` +
+	want := `{"caught":"boom:fail:bad order o-1","cleaned":true,` +
 		`"guard_out":{"caught":"boom:fail:bad order o-1","x_seen":1},"x":1,"x_seen":1}`
 	if string(run.Output) != want {
 		t.Fatalf("output\n got %s\nwant %s", run.Output, want)

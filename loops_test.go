@@ -32,9 +32,9 @@ steps:
         - id: bump
           context_set: {count: "${{ variables.count + 1 }}"}
         - id: mark
-          record: {label: "${{ string(variables.count) + '/' + string(has(steps.mark.output)) }}"}
+          record: {label: "${{ string(variables.count) + '/' + string(steps.exists(k, k == 'mark' && 'output' in steps[k])) }}"}
   - id: after
-    context_set: {poll_out: "${{ steps.poll.output }}", inner_visible: "${{ has(steps.bump) }}"}
+    context_set: {poll_out: "${{ steps.poll.output }}", inner_visible: "${{ 'bump' in steps }}"}
 output: "${{ variables }}"
 `, nil)
 	mustSucceed(t, run)

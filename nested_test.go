@@ -62,7 +62,7 @@ steps:
       finally:
         - id: done
           context_set: {finished: true}
-output: "${{ {'vars': variables, 'guarded': steps.guarded.output, 'fanout_visible': has(steps.fanout)} }}"
+output: "${{ {'vars': variables, 'guarded': steps.guarded.output, 'fanout_visible': 'fanout' in steps} }}"
 `
 
 var nestedInput = map[string]any{"items": []any{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}

@@ -82,6 +82,9 @@ type Config struct {
 	Egress EgressPolicy
 	// ExprLimits bound expression evaluation (cost, time).
 	ExprLimits expr.Limits
+	// Limits caps definitions, run inputs, wake and signal payloads and
+	// for_each loops (see Limits). Zero fields take their defaults.
+	Limits Limits
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 
@@ -224,7 +227,7 @@ func New(cfg Config) (*Engine, error) {
 		Store:    store, Registry: reg, Expr: exprEnv, HTTPClient: cfg.HTTPClient, Egress: cfg.egressPolicy(),
 		Secrets: cfg.Secrets, Env: env, Logger: cfg.Logger, StepTimeout: cfg.StepTimeout,
 		RunRetryMin: cfg.RunRetryMin, RunRetryMax: cfg.RunRetryMax,
-		WakeKeys: keys, WakeKeyFile: keyFile, EphemeralWakeKey: ephemeral, WakeURL: cfg.WakeURL, WaitHook: hook,
+		WakeKeys: keys, WakeKeyFile: keyFile, EphemeralWakeKey: ephemeral, WakeURL: cfg.WakeURL, WaitHook: hook, Limits: cfg.Limits,
 		OnEnqueue: func() { e.runner.Notify() },
 	})
 	if err != nil {
@@ -337,7 +340,8 @@ func (e *Engine) Apply(ctx context.Context, filename string, src []byte) (*starf
 // Enqueue inserts a queued run of the named workflow (its newest applied
 // revision unless opts.Revision is set). input is any value that encodes
 // as a JSON object, or a json.RawMessage; it is checked against the
-// definition's input_schema. Errors: ErrNotFound (no such workflow), an
+// definition's input_schema. Errors: ErrNotFound (no such workflow), a
+// *workflow.LimitError (the input is over Config.Limits.InputBytes), an
 // input error naming what is wrong.
 func (e *Engine) Enqueue(ctx context.Context, name string, input any, opts *EnqueueOptions) (*starflowtype.Run, error) {
 	p, err := e.EnqueueParams(ctx, name, input, opts)
@@ -371,6 +375,9 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 	}
 	raw, err := encodeInput(input)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.engine.Limits().CheckInput(len(raw)); err != nil {
 		return nil, err
 	}
 	decoded, err := jsonvalue.Decode(raw)

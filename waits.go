@@ -24,10 +24,11 @@ import (
 // (nothing changes on any of them): starflowtype.ErrTokenInvalid (forged,
 // malformed, signed by an unknown key), starflowtype.ErrWaitClosed
 // (expired, already used, the wait timed out or was cancelled),
-// ErrNotFound (no wait has that id and token), or
+// ErrNotFound (no wait has that id and token),
 // starflowtype.ErrPayloadInvalid (the payload is not one JSON value or
-// holds a number with no finite value, like 1e400: checked first, so the
-// token stays usable).
+// holds a number with no finite value, like 1e400), or a
+// *workflow.LimitError for a payload over Config.Limits.PayloadBytes
+// (both checked first, so the token stays usable).
 func (e *Engine) Wake(ctx context.Context, token string, payload json.RawMessage) (*starflowtype.Wait, error) {
 	return e.wake(ctx, "", token, payload)
 }
@@ -43,6 +44,9 @@ func (e *Engine) WakeRun(ctx context.Context, runID, token string, payload json.
 }
 
 func (e *Engine) wake(ctx context.Context, runID, token string, payload json.RawMessage) (*starflowtype.Wait, error) {
+	if err := e.engine.Limits().CheckPayload(len(payload)); err != nil {
+		return nil, fmt.Errorf("wake: %w", err) // the token is not spent
+	}
 	payload, err := wakePayload(payload)
 	if err != nil {
 		return nil, err
@@ -73,7 +77,8 @@ func (e *Engine) wake(ctx context.Context, runID, token string, payload json.Raw
 // the signal is kept in the wake inbox and consumed when such a wait
 // registers. Errors: ErrNotFound (no such run), ErrConflict (the run has
 // ended), starflowtype.ErrPayloadInvalid (not one JSON value, or a number
-// with no finite value; nothing is delivered or held).
+// with no finite value), a *workflow.LimitError for a payload over
+// Config.Limits.PayloadBytes (nothing is delivered or held).
 func (e *Engine) Signal(ctx context.Context, runID, name string, payload json.RawMessage) (*state.SignalResult, error) {
 	if runID == "" || name == "" {
 		return nil, errors.New("signal: run id and signal name are required")
@@ -84,7 +89,7 @@ func (e *Engine) Signal(ctx context.Context, runID, name string, payload json.Ra
 // SignalKey delivers the signal name to whichever run waits for it with
 // correlationKey (a `wait` with that correlation_key), or keeps it in the
 // wake inbox for the first such wait to register. Errors:
-// starflowtype.ErrPayloadInvalid, as Signal.
+// starflowtype.ErrPayloadInvalid or a *workflow.LimitError, as Signal.
 func (e *Engine) SignalKey(ctx context.Context, name, correlationKey string, payload json.RawMessage) (*state.SignalResult, error) {
 	if name == "" || correlationKey == "" {
 		return nil, errors.New("signal: signal name and correlation key are required")
@@ -93,6 +98,9 @@ func (e *Engine) SignalKey(ctx context.Context, name, correlationKey string, pay
 }
 
 func (e *Engine) signal(ctx context.Context, p *state.SignalParams, payload json.RawMessage) (*state.SignalResult, error) {
+	if err := e.engine.Limits().CheckPayload(len(payload)); err != nil {
+		return nil, fmt.Errorf("signal %s: %w", p.Signal, err)
+	}
 	var err error
 	if p.Payload, err = wakePayload(payload); err != nil {
 		return nil, err

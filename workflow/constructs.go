@@ -17,10 +17,6 @@ var (
 	parallelFields    = []string{"lanes", "fail_fast"}
 )
 
-// MaxConstructDepth bounds how deeply control-flow constructs nest: a step
-// may sit inside at most this many constructs.
-const MaxConstructDepth = 32
-
 // reservedNames are the names expressions see that a for_each `as` may not
 // take (SPEC §2, "Names in scope"). "item" is allowed: it is the default.
 var reservedNames = []string{"input", "variables", "steps", "error", "env", "secrets", "run", "output"}
@@ -56,8 +52,9 @@ func validItemName(s string) bool {
 
 // construct decodes the control-flow construct k of step s.
 func (d *decoder) construct(s *Step, k kindKey) {
-	if d.depth >= MaxConstructDepth {
-		d.errorf(k.pos, "control flow nests more than %d constructs deep", MaxConstructDepth)
+	if max := d.limits.NestingDepth; max >= 0 && d.depth >= max {
+		d.overLimit(k.pos, limitError(LimitNestingDepth, int64(d.depth+1), int64(max),
+			"control flow nests more than %d constructs deep: step %q is construct %d of its nest, which exceeds", max, s.ID, d.depth+1))
 		// Set the kind, so the step is not reported as kindless.
 		switch k.name {
 		case "if":
@@ -133,7 +130,9 @@ func (d *decoder) tryConstruct(s *Step, k kindKey) *Try {
 		case "steps":
 			c.Steps = d.stepList(p.val, "try.steps", nested("try", s))
 		case "catch":
+			d.inCatch++
 			c.Catch = d.stepList(p.val, "try.catch", nested("catch", s))
+			d.inCatch--
 		case "finally":
 			c.Finally = d.stepList(p.val, "try.finally", nested("finally", s))
 		}
@@ -151,6 +150,10 @@ func (d *decoder) repeatUntil(s *Step, k kindKey) *RepeatUntil {
 			c.Until = d.expression(p.val, "repeat_until.until", true)
 		case "max_iterations":
 			c.MaxIterations, _ = d.integer(p.val, "repeat_until.max_iterations", 1)
+			if max := d.limits.MaxIterations; over(int64(c.MaxIterations), int64(max)) {
+				d.overLimit(p.val.pos, limitError(LimitMaxIterations, int64(c.MaxIterations), int64(max),
+					"repeat_until %s: max_iterations %d exceeds", s.ID, c.MaxIterations))
+			}
 		}
 	})
 	return c
@@ -180,6 +183,10 @@ func (d *decoder) forEach(s *Step, k kindKey) *ForEach {
 		case "concurrency":
 			if n, ok := d.integer(p.val, "for_each.concurrency", 1); ok {
 				c.Concurrency = n
+				if max := d.limits.ForEachConcurrency; over(int64(n), int64(max)) {
+					d.overLimit(p.val.pos, limitError(LimitForEachConcurrency, int64(n), int64(max),
+						"for_each %s: concurrency %d exceeds", s.ID, n))
+				}
 			}
 		case "steps":
 			steps = p.val
@@ -194,7 +201,9 @@ func (d *decoder) forEach(s *Step, k kindKey) *ForEach {
 	if undeclared {
 		d.loopVars = append(d.loopVars, c.As)
 	}
+	d.loops = append(d.loops, loopBind{name: c.As, stepID: s.ID})
 	c.Steps = d.stepList(steps, "for_each.steps", nested("for_each", s))
+	d.loops = d.loops[:len(d.loops)-1]
 	if undeclared {
 		d.loopVars = d.loopVars[:len(d.loopVars)-1]
 	}

@@ -84,14 +84,22 @@ func validSecretName(s string) bool {
 
 // decoder turns a value tree into a Definition, reporting every problem.
 type decoder struct {
-	errs  *errorList
-	src   *source
-	opts  ParseOptions
-	steps []*stepSrc // every step, nested ones included, in the order decoded
-	lists []*listSrc // every steps list
+	errs   *errorList
+	src    *source
+	opts   ParseOptions
+	limits Limits     // opts.Limits with defaults
+	steps  []*stepSrc // every step, nested ones included, in the order decoded
+	lists  []*listSrc // every steps list
 
 	depth    int      // constructs being decoded around the current step
 	loopVars []string // for_each `as` names in scope that expressions do not declare
+
+	// Where the expression being decoded is evaluated (scope.go).
+	cur      *stepSrc    // the step whose field is being decoded; nil at the top
+	loops    []loopBind  // enclosing for_each bindings, innermost last
+	inCatch  int         // catch lists being decoded around the current step
+	inOutput bool        // decoding a step's own output expression
+	sites    []*exprSite // every string holding expressions, for checkRefs
 }
 
 // stepSrc keeps the positions validation needs after decoding.
@@ -100,12 +108,17 @@ type stepSrc struct {
 	idPos    Pos
 	after    []Pos // of each RunAfter entry
 	hasAfter bool
+	list     *listSrc // the list the step is in
+	index    int      // its index in list.steps
 }
 
 // listSrc is one steps list: run_after resolves within it.
 type listSrc struct {
-	steps []*stepSrc
-	desc  string // where it is, for messages: "the top-level steps"
+	steps  []*stepSrc
+	desc   string   // where it is, for messages: "the top-level steps"
+	parent *stepSrc // the construct holding the list; nil for the top-level steps
+	field  string   // which list of the construct: "try.catch", "for_each.steps", …
+	reach  map[int][]bool
 }
 
 func (d *decoder) errorf(p Pos, format string, args ...any) {
@@ -229,6 +242,9 @@ func (d *decoder) definition(root *vnode) *Definition {
 		d.errorf(root.pos, `missing required field "steps"`)
 	}
 	d.checkGraph()
+	if !d.opts.Stored {
+		d.checkRefs()
+	}
 	return def
 }
 
@@ -316,11 +332,11 @@ func (d *decoder) stepList(n *vnode, field, desc string) []*Step {
 		d.errorf(n.pos, "%s must not be empty", field)
 		return nil
 	}
-	l := &listSrc{desc: desc}
+	l := &listSrc{desc: desc, parent: d.cur, field: field}
 	d.lists = append(d.lists, l)
 	out := make([]*Step, 0, len(n.items))
 	for _, it := range n.items {
-		if src := d.step(it); src != nil {
+		if src := d.step(it, l); src != nil {
 			out = append(out, src.step)
 			l.steps = append(l.steps, src)
 		}
@@ -334,15 +350,19 @@ type kindKey struct {
 	val  *vnode
 }
 
-func (d *decoder) step(n *vnode) *stepSrc {
+func (d *decoder) step(n *vnode, l *listSrc) *stepSrc {
 	if n.kind != vMap {
 		d.typeError(n, "a step", "a mapping")
 		return nil
 	}
 	s := &Step{Pos: d.src.orig(n.pos)}
-	src := &stepSrc{step: s}
+	src := &stepSrc{step: s, list: l, index: len(l.steps)}
 	d.steps = append(d.steps, src)
+	outer := d.cur
+	d.cur = src
+	defer func() { d.cur = outer }()
 	var kinds []kindKey
+	var retryPos Pos
 	hasID, kindReported := false, false
 	for _, p := range n.pairs {
 		v := p.val
@@ -362,10 +382,13 @@ func (d *decoder) step(n *vnode) *stepSrc {
 			s.RunAfter, src.after = d.runAfter(v)
 		case "retry_policy":
 			s.RetryPolicy = d.retryPolicy(v, "retry_policy")
+			retryPos = p.keyPos
 		case "timeout":
 			s.Timeout, _ = d.duration(v, "timeout")
 		case "output":
+			d.inOutput = true
 			s.Output = d.template(v, "output")
+			d.inOutput = false
 		case "service_call", "context_set", "fail", "if", "try", "repeat_until", "for_each", "parallel",
 			"wait", "workflow_call", "session_read", "session_write":
 			kinds = append(kinds, kindKey{p.key, p.keyPos, v})
@@ -410,6 +433,9 @@ func (d *decoder) step(n *vnode) *stepSrc {
 			s.Custom = &Custom{Type: k.name, Input: d.templateOrNull(k.val, k.name)}
 		}
 	}
+	if s.RetryPolicy != nil && len(kinds) == 1 && noRetries(s) && !d.opts.Stored {
+		d.errorf(retryPos, "retry_policy on a %s step has no effect: %s; put retry_policy on the steps inside it, or leave it out", s.Kind(), whyNoRetries(s))
+	}
 	return src
 }
 
@@ -432,6 +458,7 @@ func (d *decoder) expression(n *vnode, field string, boolOK bool) any {
 			d.errorf(n.pos, "%s must be one expression: bare CEL, or exactly one ${{ }} with nothing around it", field)
 			return nil
 		}
+		d.site(n, field, !expr.HasExpr(n.s))
 		return n.s
 	}
 	if boolOK {
@@ -648,7 +675,9 @@ func (d *decoder) checkExprs(n *vnode, field string) {
 		}
 		if _, err := d.compile(n.s, false); err != nil {
 			d.exprError(n, field, err)
+			return
 		}
+		d.site(n, field, false)
 	case vList:
 		for i, it := range n.items {
 			d.checkExprs(it, fmt.Sprintf("%s[%d]", field, i))

@@ -9,10 +9,19 @@
 // parallel, which hold nested steps lists. Step ids are unique in the whole
 // definition; run_after resolves within one steps list, each list being a
 // graph of its own. Step.Children, Definition.Walk, StepByID, Ancestors and
-// DependsOn navigate the tree. Constructs nest at most MaxConstructDepth
-// deep. Defaults of the constructs (as: item, concurrency: 1, fail_fast:
-// true) are filled in by Parse and always written in the canonical form,
-// so spelling them out does not change a revision.
+// DependsOn navigate the tree. Defaults of the constructs (as: item,
+// concurrency: 1, fail_fast: true) are filled in by Parse and always
+// written in the canonical form, so spelling them out does not change a
+// revision.
+//
+// Limits caps a definition (source size, nesting of constructs, for_each
+// concurrency, max_iterations: checked by Parse, ParseOptions.Limits), a
+// run input, a wake payload and a for_each's items (checked by the
+// engine); an over-cap error is a *LimitError naming the cap and how to
+// raise it. Parse also refuses expressions that read a name the engine
+// can never give them where they are evaluated (scope.go): a steps.<id>
+// not yet run, nested elsewhere or unknown; item outside a for_each;
+// error outside a catch; output outside a step's own output.
 //
 // Parse reads JSON through the YAML parser (after rewriting the few JSON
 // escapes YAML lacks), so both formats give positions. It reports every

@@ -26,6 +26,17 @@ type ParseOptions struct {
 	IsStepType func(name string) bool
 	// Expr compiles expressions; nil = expr.Default().
 	Expr *expr.Env
+	// Limits caps the definition: its source size (checked first, before
+	// anything is parsed), the nesting of constructs, a for_each's
+	// concurrency and a repeat_until's max_iterations. Zero fields take
+	// their defaults; NoLimits() lifts them all.
+	Limits Limits
+	// Stored parses a definition that was validated when it was applied
+	// (a stored revision a run is pinned to): the refusals that are not
+	// about the format itself — names out of scope, retry_policy where it
+	// has no effect — are not applied again, so a revision applied before
+	// they existed still runs. Pair it with NoLimits().
+	Stored bool
 }
 
 // Limits of a definition's shape.
@@ -56,13 +67,17 @@ func Parse(filename string, data []byte, opts ParseOptions) (*Definition, error)
 	if opts.Expr == nil {
 		opts.Expr = expr.Default()
 	}
+	opts.Limits = opts.Limits.WithDefaults()
+	if err := opts.Limits.CheckSource(len(data)); err != nil {
+		return nil, &Errors{{File: file, Msg: err.Error(), Err: err}}
+	}
 	src := newSource(data)
 	errs := &errorList{file: file, orig: src.orig}
 	root := readYAML(src, errs)
 	if root == nil {
 		return nil, errs.result()
 	}
-	d := &decoder{errs: errs, src: src, opts: opts}
+	d := &decoder{errs: errs, src: src, opts: opts, limits: opts.Limits}
 	def := d.definition(root)
 	if err := errs.result(); err != nil {
 		return nil, err
@@ -71,13 +86,41 @@ func Parse(filename string, data []byte, opts ParseOptions) (*Definition, error)
 	return def, nil
 }
 
-// ParseFile reads and parses the definition in the file at path.
+// ParseFile reads and parses the definition in the file at path. A file
+// over opts.Limits.SourceBytes is refused without being read whole.
 func ParseFile(path string, opts ParseOptions) (*Definition, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadSource(path, opts.Limits)
 	if err != nil {
 		return nil, err
 	}
 	return Parse(path, data, opts)
+}
+
+// ReadSource reads the definition source in the file at path, reading no
+// more than l.SourceBytes + 1 bytes: a larger file is refused with an
+// *Errors holding the *LimitError, as Parse would refuse it.
+func ReadSource(path string, l Limits) ([]byte, error) {
+	l = l.WithDefaults()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if l.SourceBytes >= 0 {
+		r = io.LimitReader(f, l.SourceBytes+1)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.CheckSource(len(data)); err != nil {
+		if fi, serr := f.Stat(); serr == nil && fi.Mode().IsRegular() {
+			err = limitError(LimitSourceBytes, fi.Size(), l.SourceBytes, "the definition source (%d bytes) exceeds", fi.Size())
+		}
+		return nil, &Errors{{File: path, Msg: err.Error(), Err: err}}
+	}
+	return data, nil
 }
 
 // source is the text handed to the YAML parser: the input, with the JSON

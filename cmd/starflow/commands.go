@@ -20,14 +20,19 @@ import (
 func isNotFound(err error) bool { return errors.Is(err, starflowtype.ErrNotFound) }
 
 func newValidateCmd() *cobra.Command {
-	return &cobra.Command{
+	var lf limitFlags
+	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Validate definitions; errors name file:line:column",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			limits, err := lf.resolve()
+			if err != nil {
+				return err
+			}
 			bad := 0
 			for _, path := range args {
-				def, err := workflow.ParseFile(path, workflow.ParseOptions{})
+				def, err := workflow.ParseFile(path, workflow.ParseOptions{Limits: limits})
 				if err == nil {
 					err = starflow.Supported(path, def)
 				}
@@ -44,6 +49,8 @@ func newValidateCmd() *cobra.Command {
 			return nil
 		},
 	}
+	lf.register(cmd, limitsDefinition)
+	return cmd
 }
 
 func newSchemaCmd() *cobra.Command {
@@ -59,25 +66,30 @@ func newSchemaCmd() *cobra.Command {
 }
 
 func newApplyCmd(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	var lf limitFlags
+	cmd := &cobra.Command{
 		Use:   "apply FILE...",
 		Short: "Validate definitions and store them by revision",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			limits, err := lf.resolve()
+			if err != nil {
+				return err
+			}
 			store, err := g.openStore(ctx)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr)})
+			eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), Limits: limits})
 			if err != nil {
 				return err
 			}
 			for _, path := range args {
-				src, err := os.ReadFile(path)
+				src, err := readSource(path, limits)
 				if err != nil {
-					return fmt.Errorf("cannot read %s: %w", path, unwrapPathError(err))
+					return err
 				}
 				d, err := eng.Apply(ctx, path, src)
 				if err != nil {
@@ -88,6 +100,8 @@ func newApplyCmd(g *globalFlags) *cobra.Command {
 			return nil
 		},
 	}
+	lf.register(cmd, limitsDefinition)
+	return cmd
 }
 
 func newMigrateCmd(g *globalFlags) *cobra.Command {
@@ -116,6 +130,7 @@ type processFlags struct {
 	warm                                         warmFlags
 	waits                                        starflow.WaitMaintenanceConfig
 	egress                                       egressFlags
+	limits                                       limitFlags
 }
 
 func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
@@ -127,8 +142,10 @@ func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
 		cmd.Flags().DurationVar(&f.poll, "poll-interval", 200*time.Millisecond, "how often an idle runner looks for work when no signal arrives")
 		cmd.Flags().DurationVar(&f.grace, "grace", 20*time.Second, "how long runs in flight may finish after SIGTERM before their leases are released")
 		cmd.Flags().IntVar(&f.concurrency, "concurrency", 8, "runs executed at once")
+		f.limits.register(cmd, limitsInput, limitsRun)
 	}
 	f.egress.register(cmd) // runners send service_call and notify requests; maintenance retries notifies
+	f.limits.register(cmd, limitsPayload)
 	if maintenance {
 		cmd.Flags().DurationVar(&f.sweepEvery, "sweep-interval", 30*time.Second, "lease sweep interval (one pass also runs at start)")
 		cmd.Flags().DurationVar(&f.waits.TimerInterval, "timer-interval", time.Second, "how often due timers and wait timeouts fire (one pass also runs at start)")
@@ -148,6 +165,10 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 		return err
 	}
 	if cfg.Egress, err = f.egress.policy(cmd); err != nil {
+		return err
+	}
+	limits, err := f.limits.resolve()
+	if err != nil {
 		return err
 	}
 	g.leaseTTL = f.leaseTTL
@@ -176,6 +197,7 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	cfg.SweepInterval = f.sweepEvery
 	cfg.WaitMaintenance = f.waits
 	cfg.WakeKeys, cfg.WakeKeyFile = keys, keyFile
+	cfg.Limits = limits
 	srv, err := f.warm.bind()
 	if err != nil {
 		return err
@@ -256,6 +278,7 @@ func newDevCmd(g *globalFlags) *cobra.Command {
 
 func newEnqueueCmd(g *globalFlags) *cobra.Command {
 	var input, key, mode, pool string
+	var lf limitFlags
 	var delay time.Duration
 	var priority int
 	cmd := &cobra.Command{
@@ -269,7 +292,11 @@ a repeat (or a concurrent duplicate) creates no second run and prints the first 
 			if err := checkEnum("recovery-mode", mode, recoveryModeValues, true); err != nil {
 				return err
 			}
-			in, err := readInput(input)
+			limits, err := lf.resolve()
+			if err != nil {
+				return err
+			}
+			in, err := readInput(input, limits)
 			if err != nil {
 				return err
 			}
@@ -278,7 +305,7 @@ a repeat (or a concurrent duplicate) creates no second run and prints the first 
 				return err
 			}
 			defer store.Close()
-			eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr)})
+			eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), Limits: limits})
 			if err != nil {
 				return err
 			}
@@ -302,5 +329,6 @@ a repeat (or a concurrent duplicate) creates no second run and prints the first 
 	cmd.Flags().StringVar(&pool, "pool", "", "runner pool (default: the definition's runner_pool, or any)")
 	cmd.Flags().DurationVar(&delay, "delay", 0, "make the run available only after this long")
 	cmd.Flags().IntVar(&priority, "priority", 0, "higher is claimed first")
+	lf.register(cmd, limitsInput)
 	return cmd
 }

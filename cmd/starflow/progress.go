@@ -19,6 +19,12 @@ import (
 // in the store (the same rows any other process would read). On a terminal
 // it keeps a progress bar under the step lines; otherwise it prints plain
 // lines only.
+//
+// Its cost is linear in the number of events: each event is read once (in
+// pages of eventPage) and a step's line is made from its events alone —
+// its duration from its first node_start of the attempt (the step row's
+// started_at) to its end, its tries and error from the end event's payload
+// — never by reading the run's step rows again.
 type progress struct {
 	w      io.Writer
 	store  state.Adapter
@@ -38,11 +44,24 @@ type progress struct {
 	waitShown bool
 	// storeArg is appended to the wake commands printed (" --db x.db").
 	storeArg string
+	// started holds when each step instance in flight first started in
+	// its attempt (its node_start): entries go when the step ends.
+	started map[instanceKey]time.Time
 }
+
+// instanceKey names a step instance within an attempt.
+type instanceKey struct {
+	attempt     int
+	scope, step string
+}
+
+// eventPage is how many events one read of the store returns.
+const eventPage = 1000
 
 func newProgress(w *os.File, store state.Adapter, runID string, total int) *progress {
 	p := &progress{w: w, store: store, runID: runID, total: total, start: time.Now(), shown: map[string]bool{},
-		tty: term.IsTerminal(int(w.Fd())) && os.Getenv("TERM") != "dumb"}
+		started: map[instanceKey]time.Time{},
+		tty:     term.IsTerminal(int(w.Fd())) && os.Getenv("TERM") != "dumb"}
 	if p.tty {
 		p.bar = progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(w),
@@ -61,15 +80,23 @@ func (p *progress) header(name, revision string) {
 	fmt.Fprintf(p.w, "run of %s (revision %s)\n", name, revision[:12])
 }
 
-// follow polls the run's events until ctx is done, then drains what is left.
-func (p *progress) follow(ctx context.Context) {
+// follow polls the run's events until ctx is done, then drains what is
+// left — until drainBy, when it returns a time (an interrupted `run` must
+// exit within its grace period, however many events are left to show).
+func (p *progress) follow(ctx context.Context, drainBy func() time.Time) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		p.poll(context.WithoutCancel(ctx))
+		p.poll(ctx)
 		select {
 		case <-ctx.Done():
-			p.poll(context.WithoutCancel(ctx))
+			dctx := context.WithoutCancel(ctx)
+			if by := drainBy(); !by.IsZero() {
+				var cancel context.CancelFunc
+				dctx, cancel = context.WithDeadline(dctx, by)
+				defer cancel()
+			}
+			p.poll(dctx)
 			return
 		case <-t.C:
 			if p.bar != nil {
@@ -79,16 +106,23 @@ func (p *progress) follow(ctx context.Context) {
 	}
 }
 
+// poll shows the events after the last one shown, a page at a time, until
+// none is left or ctx is done.
 func (p *progress) poll(ctx context.Context) {
-	evs, err := p.store.ListEvents(ctx, &state.ListEventsParams{RunID: p.runID, AfterID: p.lastID})
-	if err != nil {
-		return
+	for ctx.Err() == nil {
+		evs, err := p.store.ListEvents(ctx, &state.ListEventsParams{RunID: p.runID, AfterID: p.lastID, Limit: eventPage})
+		if err != nil {
+			return
+		}
+		for _, ev := range evs {
+			p.lastID = ev.ID
+			p.show(ev)
+		}
+		if len(evs) < eventPage {
+			break
+		}
 	}
-	for _, ev := range evs {
-		p.lastID = ev.ID
-		p.show(ctx, ev)
-	}
-	if p.paused {
+	if p.paused && ctx.Err() == nil {
 		p.showWaits(ctx)
 	}
 }
@@ -113,9 +147,13 @@ func (p *progress) showWaits(ctx context.Context) {
 	}
 }
 
-func (p *progress) show(ctx context.Context, ev *starflowtype.Event) {
+func (p *progress) show(ev *starflowtype.Event) {
 	switch ev.Type {
 	case starflowtype.EventNodeStart:
+		k := instanceKey{ev.Attempt, ev.ScopePath, ev.NodeID}
+		if _, ok := p.started[k]; !ok {
+			p.started[k] = ev.CreatedAt
+		}
 		if p.bar != nil {
 			p.bar.Describe("running " + ev.NodeID)
 		}
@@ -129,19 +167,27 @@ func (p *progress) show(ctx context.Context, ev *starflowtype.Event) {
 		p.line(fmt.Sprintf("  ↻ %-20s try %d failed, retrying in %s: %s", name(ev), pl.Try,
 			(time.Duration(pl.BackoffMS) * time.Millisecond).Round(time.Millisecond), oneLine(pl.Error)))
 	case starflowtype.EventNodeComplete, starflowtype.EventNodeError, starflowtype.EventNodeSkipped:
-		st := p.step(ctx, ev)
 		mark := map[starflowtype.EventType]string{
 			starflowtype.EventNodeComplete: "✓", starflowtype.EventNodeError: "✗", starflowtype.EventNodeSkipped: "–",
 		}[ev.Type]
 		text := fmt.Sprintf("  %s %-24s %-9s", mark, name(ev), statusOf(ev.Type))
-		if st != nil {
-			text += fmt.Sprintf(" %7s", (time.Duration(st.DurationMS) * time.Millisecond).String())
-			if st.Tries > 1 {
-				text += fmt.Sprintf("  (%d tries)", st.Tries)
-			}
-			if st.Error != "" {
-				text += "  " + oneLine(st.Error)
-			}
+		k := instanceKey{ev.Attempt, ev.ScopePath, ev.NodeID}
+		var dur time.Duration
+		if t, ok := p.started[k]; ok {
+			dur = max(ev.CreatedAt.Sub(t), 0).Round(time.Millisecond)
+			delete(p.started, k)
+		}
+		text += fmt.Sprintf(" %7s", dur.String())
+		var pl struct {
+			Try   int    `json:"try"`
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(ev.Payload, &pl)
+		if pl.Try > 1 {
+			text += fmt.Sprintf("  (%d tries)", pl.Try)
+		}
+		if ev.Type == starflowtype.EventNodeError && pl.Error != "" {
+			text += "  " + oneLine(pl.Error)
 		}
 		p.line(text)
 		if p.bar != nil && ev.ScopePath == "" {
@@ -166,19 +212,6 @@ func (p *progress) show(ctx context.Context, ev *starflowtype.Event) {
 				(time.Duration(pl.BackoffMS) * time.Millisecond).Round(time.Millisecond)))
 		}
 	}
-}
-
-func (p *progress) step(ctx context.Context, ev *starflowtype.Event) *starflowtype.Step {
-	steps, err := p.store.ListSteps(ctx, &state.ListStepsParams{RunID: p.runID, Attempt: ev.Attempt})
-	if err != nil {
-		return nil
-	}
-	for _, s := range steps {
-		if s.StepID == ev.NodeID && s.ScopePath == ev.ScopePath {
-			return s
-		}
-	}
-	return nil
 }
 
 func (p *progress) line(s string) {

@@ -28,6 +28,7 @@ func newRunCmd(g *globalFlags) *cobra.Command {
 	var allowEnv []string
 	var stepTimeout time.Duration
 	var egressF egressFlags
+	var lf limitFlags
 	cmd := &cobra.Command{
 		Use:   "run FILE",
 		Short: "Apply a definition, run it to the end in-process and show progress",
@@ -46,11 +47,15 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 			if err := checkEnum("recovery-mode", mode, recoveryModeValues, true); err != nil {
 				return err
 			}
-			src, err := os.ReadFile(args[0])
+			limits, err := lf.resolve()
 			if err != nil {
-				return fmt.Errorf("cannot read %s: %w", args[0], unwrapPathError(err))
+				return err
 			}
-			in, err := readInput(input)
+			src, err := readSource(args[0], limits)
+			if err != nil {
+				return err
+			}
+			in, err := readInput(input, limits)
 			if err != nil {
 				return err
 			}
@@ -72,7 +77,7 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 			runID := uuid.NewString()
 			eng, err := starflow.New(starflow.Config{
 				Store: store, Logger: g.logger(os.Stderr), AllowEnv: allowEnv, StepTimeout: stepTimeout, OnlyRun: runID,
-				WakeKeys: keys, WakeKeyFile: keyFile, Egress: egressPolicy,
+				WakeKeys: keys, WakeKeyFile: keyFile, Egress: egressPolicy, Limits: limits,
 			})
 			if err != nil {
 				return err
@@ -113,7 +118,10 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 			}
 			followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
 			followDone := make(chan struct{})
-			go func() { defer close(followDone); p.follow(followCtx) }()
+			// Set before stopFollow: until when the events left may be shown
+			// (zero: all of them, the run has ended).
+			var drainBy time.Time
+			go func() { defer close(followDone); p.follow(followCtx, func() time.Time { return drainBy }) }()
 			// The durable timer poller of this process: a parked run's
 			// timer, until or timeout fires while `run` waits for it.
 			timersDone := make(chan struct{})
@@ -125,8 +133,11 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 				// Interrupted (Ctrl-C, SIGTERM): a second signal kills at
 				// once; the step in flight gets a short grace, then the
 				// lease is released so a worker can continue the run.
+				// Showing the events left fits in the same grace: the
+				// command exits within it whatever the run's size.
 				signal.Reset(os.Interrupt, syscall.SIGTERM)
-				grace = 2 * time.Second
+				grace = interruptGrace
+				drainBy = time.Now().Add(grace)
 			}
 			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 			_ = eng.Stop(stopCtx)
@@ -170,8 +181,14 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 	cmd.Flags().StringSliceVar(&allowEnv, "allow-env", nil, "environment variables expressions may read as env.NAME (repeatable)")
 	cmd.Flags().DurationVar(&stepTimeout, "step-timeout", 0, "default timeout of one step try (default 30s)")
 	egressF.register(cmd)
+	lf.register(cmd, limitsDefinition, limitsInput, limitsRun)
 	return cmd
 }
+
+// interruptGrace is how long an interrupted `starflow run` lets the steps
+// in flight finish (and shows the events left) before it releases the
+// run's lease and exits.
+const interruptGrace = 2 * time.Second
 
 // fireTimers runs the durable timer poller of `starflow run` until ctx is
 // done: every second, due timers and wait timeouts of the store are fired
@@ -206,20 +223,23 @@ func pausedExit(ctx context.Context, store state.Adapter, g *globalFlags, r *sta
 		r.ID, pausedAt(waits), g.storeArg())}
 }
 
-// readInput reads --input: inline JSON or @FILE, a JSON object whose
-// numbers are all finite.
-func readInput(s string) (json.RawMessage, error) {
+// readInput reads --input: inline JSON or @FILE (read no further than
+// the input cap of l), a JSON object whose numbers are all finite.
+func readInput(s string, l workflow.Limits) (json.RawMessage, error) {
 	if s == "" {
 		return nil, nil
 	}
-	data := []byte(s)
+	data, size := []byte(s), int64(len(s))
 	where := "--input"
 	if name, ok := strings.CutPrefix(s, "@"); ok {
-		b, err := os.ReadFile(name)
+		b, n, err := readFileLimited(name, l.InputBytes)
 		if err != nil {
 			return nil, fmt.Errorf("cannot read input file %s: %w", name, unwrapPathError(err))
 		}
-		data, where = b, name
+		data, size, where = b, n, name
+	}
+	if err := l.CheckInput(int(size)); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	v, err := jsonvalue.Decode(data)
 	if errors.Is(err, jsonvalue.ErrNonFinite) {
@@ -260,6 +280,20 @@ func unwrapPathError(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// readSource reads a definition file within the source cap: a larger file
+// is refused (as a validation problem) without being read whole.
+func readSource(path string, l workflow.Limits) ([]byte, error) {
+	src, err := workflow.ReadSource(path, l)
+	var verrs workflow.Errors
+	switch {
+	case errors.As(err, &verrs):
+		return nil, validationExit(err)
+	case err != nil:
+		return nil, fmt.Errorf("cannot read %s: %w", path, unwrapPathError(err))
+	}
+	return src, nil
 }
 
 // validationExit prints every validation problem on its own line.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -18,19 +17,24 @@ import (
 )
 
 // readPayload validates a --payload value: JSON, or @FILE holding JSON,
-// whose numbers are all finite (1e400 is refused, exit 2, before the store
-// is opened). Empty means none (the wait's output is then null).
-func readPayload(s string) (json.RawMessage, error) {
+// readPayload validates a --payload value: JSON, or @FILE holding JSON,
+// within the payload cap of l, whose numbers are all finite (1e400 is
+// refused, exit 2, before the store is opened). Empty means none (the
+// wait's output is then null).
+func readPayload(s string, l workflow.Limits) (json.RawMessage, error) {
 	if s == "" {
 		return nil, nil
 	}
-	data, where := []byte(s), "--payload"
+	data, size, where := []byte(s), int64(len(s)), "--payload"
 	if name, ok := strings.CutPrefix(s, "@"); ok {
-		b, err := os.ReadFile(name)
+		b, n, err := readFileLimited(name, l.PayloadBytes)
 		if err != nil {
 			return nil, &exitError{code: exitBadPayload, msg: fmt.Sprintf("cannot read payload file %s: %v", name, unwrapPathError(err))}
 		}
-		data, where = b, "payload file "+name
+		data, size, where = b, n, "payload file "+name
+	}
+	if err := l.CheckPayload(int(size)); err != nil {
+		return nil, &exitError{code: exitBadPayload, msg: fmt.Sprintf("%s: %v; nothing changed", where, err)}
 	}
 	if err := jsonvalue.Validate(data); err != nil {
 		if errors.Is(err, jsonvalue.ErrNonFinite) {
@@ -47,6 +51,7 @@ func readPayload(s string) (json.RawMessage, error) {
 
 func newSignalCmd(g *globalFlags) *cobra.Command {
 	var payload, key string
+	var lf limitFlags
 	cmd := &cobra.Command{
 		Use:   "signal RUN NAME | signal --correlation-key KEY NAME",
 		Short: "Send a named signal to a run's wait (or to the wait with a correlation key)",
@@ -74,7 +79,11 @@ for (a typo?) is held too, with a warning on stderr naming the signals it does w
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body, err := readPayload(payload)
+			limits, err := lf.resolve()
+			if err != nil {
+				return err
+			}
+			body, err := readPayload(payload, limits)
 			if err != nil {
 				return err
 			}
@@ -85,7 +94,7 @@ for (a typo?) is held too, with a warning on stderr naming the signals it does w
 			if strings.TrimSpace(name) == "" {
 				return errors.New("the signal NAME is empty")
 			}
-			eng, closeStore, err := g.engineForWaits(cmd)
+			eng, closeStore, err := g.engineForWaits(cmd, limits)
 			if err != nil {
 				return err
 			}
@@ -127,6 +136,7 @@ for (a typo?) is held too, with a warning on stderr naming the signals it does w
 	}
 	cmd.Flags().StringVar(&payload, "payload", "", "the wake payload: JSON, or @FILE (default null)")
 	cmd.Flags().StringVar(&key, "correlation-key", "", "address the wait by its correlation key instead of the run")
+	lf.register(cmd, limitsPayload)
 	return cmd
 }
 
@@ -153,7 +163,7 @@ func warnUnknownSignal(cmd *cobra.Command, eng *starflow.Engine, runID, name str
 	if err != nil {
 		return
 	}
-	def, err := eng.Parse(row.Name, row.Spec)
+	def, err := workflow.Parse(row.Name, row.Spec, workflow.ParseOptions{Limits: workflow.NoLimits(), Stored: true})
 	if err != nil {
 		return
 	}

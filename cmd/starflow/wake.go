@@ -11,6 +11,7 @@ import (
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/workflow"
 )
 
 // envWakeKeys is the wake-token key ring variable ("kid:base64secret,…";
@@ -47,7 +48,7 @@ const (
 
 // engineForWaits opens the existing store and an engine without a runner
 // whose wake keys come from STARFLOW_WAKE_KEYS or the key file.
-func (g *globalFlags) engineForWaits(cmd *cobra.Command) (*starflow.Engine, func(), error) {
+func (g *globalFlags) engineForWaits(cmd *cobra.Command, limits workflow.Limits) (*starflow.Engine, func(), error) {
 	keys, file, err := wakeKeysEnv()
 	if err != nil {
 		return nil, nil, err
@@ -56,7 +57,7 @@ func (g *globalFlags) engineForWaits(cmd *cobra.Command) (*starflow.Engine, func
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), NoRunner: true, WakeKeys: keys, WakeKeyFile: file})
+	eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), NoRunner: true, WakeKeys: keys, WakeKeyFile: file, Limits: limits})
 	if err != nil {
 		store.Close()
 		return nil, nil, err
@@ -66,6 +67,7 @@ func (g *globalFlags) engineForWaits(cmd *cobra.Command) (*starflow.Engine, func
 
 func newWakeCmd(g *globalFlags) *cobra.Command {
 	var payload string
+	var lf limitFlags
 	cmd := &cobra.Command{
 		Use:   "wake TOKEN",
 		Short: "Wake a paused run with a wake token (from a wait's notify request)",
@@ -76,19 +78,23 @@ The token is verified with the keys in ` + envWakeKeys + ` (the same ring the ru
 sign with), or else with those of the key file: ` + envWakeKeyFile + `, or the file
 beside a SQLite database (PATH.wakekeys). A PostgreSQL store keeps no key.
 
-Exit status: 0 woken; ` + fmt.Sprint(exitBadPayload) + ` the payload is not JSON, or holds a number with no
+Exit status: 0 woken; ` + fmt.Sprint(exitBadPayload) + ` the payload is not JSON, is over --max-payload-bytes, or holds a number with no
 finite value such as 1e400 (the token is not used); ` + fmt.Sprint(exitTokenInvalid) + ` the token is invalid (forged, malformed,
 signed by an unknown key, or no wait of this store has it); ` + fmt.Sprint(exitWaitClosed) + ` the wait is
 closed or the token expired (already used, woken, timed out or cancelled).
 Nothing changes unless the exit status is 0.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body, err := readPayload(payload)
+			limits, err := lf.resolve()
+			if err != nil {
+				return err
+			}
+			body, err := readPayload(payload, limits)
 			if err != nil {
 				return err
 			}
 			token := strings.TrimSpace(args[0])
-			eng, closeStore, err := g.engineForWaits(cmd)
+			eng, closeStore, err := g.engineForWaits(cmd, limits)
 			if err != nil {
 				return err
 			}
@@ -112,5 +118,6 @@ Nothing changes unless the exit status is 0.`,
 		},
 	}
 	cmd.Flags().StringVar(&payload, "payload", "", "the wake payload: JSON, or @FILE (default null)")
+	lf.register(cmd, limitsPayload)
 	return cmd
 }

@@ -193,7 +193,8 @@ func (l *listener) serve(eng *starflow.Engine, log *slog.Logger) error {
 	// The engine's metrics, and the Go runtime's and the process's.
 	proc := prometheus.NewRegistry()
 	proc.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	h, err := httpserver.New(l.listen.handlerConfig(httpserver.Config{Backend: eng, Gatherer: prometheus.Gatherers{eng.Metrics(), proc}, Logger: log}))
+	h, err := httpserver.New(l.listen.handlerConfig(httpserver.Config{Backend: eng, Gatherer: prometheus.Gatherers{eng.Metrics(), proc}, Logger: log,
+		MaxWakeBody: eng.Limits().PayloadBytes}))
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -26,19 +27,37 @@ import (
 // items at a time, started in item order. The output is the list of the
 // items' last outputs, in item order.
 //
+// More items than Limits.ForEachItems fail the step before any starts
+// (permanently: the same items fail the same way). The items run on a
+// pool of at most Limits.ForEachInFlight workers, whatever the
+// concurrency (a maximum, not a promise): the goroutines and item frames
+// alive at once are bounded by the pool, not by the number of items. An
+// item's frame lives while the item runs; what outlives it is its output
+// (the step's output needs it); its context changes are merged at once (a
+// later item's value of a key wins, as a merge in item order would have
+// it).
+//
 // When an item fails, no further item starts; the items in flight run to
 // their end (they are not cancelled: what they complete is checkpointed
 // and not redone on resume), and the loop fails with the failure of the
 // lowest failed item index. Items that never started have no ledger rows.
 func (rs *runState) execForEach(ctx context.Context, f *frame, s *workflow.Step) (any, error) {
 	fe := s.ForEach
-	v, err := rs.render(ctx, f, "for_each.items", fe.Items)
+	// items is an expression by nature, like when: bare CEL or one ${{ }}.
+	tpl, err := f.env.ParseExpr(fe.Items)
 	if err != nil {
-		return nil, err
+		return nil, step.Permanent(fmt.Errorf("for_each.items: %w", err))
+	}
+	v, err := f.env.EvalTemplate(ctx, tpl, f.vals)
+	if err != nil {
+		return nil, step.Permanent(fmt.Errorf("for_each.items: %w", err))
 	}
 	items, ok := v.([]any)
 	if !ok {
 		return nil, step.Permanent(fmt.Errorf("for_each.items must evaluate to a list, got %s", jsonType(v)))
+	}
+	if err := rs.e.cfg.Limits.CheckForEachItems(s.ID, len(items)); err != nil {
+		return nil, step.Permanent(err)
 	}
 	name := fe.ItemName()
 	env, err := f.env.With(name)
@@ -46,13 +65,13 @@ func (rs *runState) execForEach(ctx context.Context, f *frame, s *workflow.Step)
 		return nil, step.Permanent(err)
 	}
 	n := len(items)
-	frames := make([]*frame, n)
 	outs := make([]any, n)
-	errs := make([]error, n)
 	var (
 		mu     sync.Mutex
 		next   int
 		failed bool
+		errs   = map[int]error{}
+		merged = newOrderedMerge()
 	)
 	claim := func() int {
 		mu.Lock()
@@ -63,8 +82,20 @@ func (rs *runState) execForEach(ctx context.Context, f *frame, s *workflow.Step)
 		next++
 		return next - 1
 	}
+	finish := func(i int, delta map[string]any, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		merged.add(i, delta)
+		if err != nil {
+			errs[i] = fmt.Errorf("item %d: %w", i, err)
+		}
+	}
+	workers := 0
+	if n > 0 {
+		workers = rs.e.cfg.Limits.InFlight(fe.Workers(), n)
+	}
 	var wg sync.WaitGroup
-	for range min(fe.Workers(), n) {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -72,16 +103,14 @@ func (rs *runState) execForEach(ctx context.Context, f *frame, s *workflow.Step)
 				it := f.child(scopeOf(f.scope, s.ID, "item", strconv.Itoa(i)))
 				it.env = env
 				it.bind(name, items[i])
-				frames[i] = it
 				out, err := rs.execList(ctx, it, fe.Steps)
+				finish(i, it.delta, err)
 				if err != nil && errors.Is(err, errParked) && !rs.realStop(err) {
 					// A waiting item keeps its slot: this worker starts no
 					// more items; the others go on.
-					errs[i] = fmt.Errorf("item %d: %w", i, err)
 					return
 				}
 				if err != nil {
-					errs[i] = fmt.Errorf("item %d: %w", i, err)
 					mu.Lock()
 					failed = true
 					mu.Unlock()
@@ -92,13 +121,55 @@ func (rs *runState) execForEach(ctx context.Context, f *frame, s *workflow.Step)
 		}()
 	}
 	wg.Wait()
-	for _, it := range frames {
-		f.merge(it)
+	f.set(merged.result())
+	failures := make([]int, 0, len(errs))
+	for i := range errs {
+		failures = append(failures, i)
 	}
-	if err := rs.joinError(errs); err != nil {
+	slices.Sort(failures)
+	ordered := make([]error, len(failures))
+	for k, i := range failures {
+		ordered[k] = errs[i]
+	}
+	if err := rs.joinError(ordered); err != nil {
 		return nil, err
 	}
 	return outs, nil
+}
+
+// orderedMerge merges the context changes of concurrent children as if
+// they were applied in index order, whatever order they finish in: for
+// each key, the value of the highest index that set it wins. It holds one
+// entry per key, never the changes of a child that finished early.
+type orderedMerge struct {
+	acc map[string]indexedValue
+}
+
+type indexedValue struct {
+	index int
+	v     any
+}
+
+func newOrderedMerge() *orderedMerge {
+	return &orderedMerge{acc: map[string]indexedValue{}}
+}
+
+// add records child i's changes (nil: none).
+func (m *orderedMerge) add(i int, delta map[string]any) {
+	for k, v := range delta {
+		if old, ok := m.acc[k]; !ok || old.index < i {
+			m.acc[k] = indexedValue{index: i, v: v}
+		}
+	}
+}
+
+// result returns every change, as merged.
+func (m *orderedMerge) result() map[string]any {
+	out := make(map[string]any, len(m.acc))
+	for k, iv := range m.acc {
+		out[k] = iv.v
+	}
+	return out
 }
 
 // laneCancelled is the cancellation cause of the lanes a fail_fast

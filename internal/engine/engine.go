@@ -149,6 +149,11 @@ type Config struct {
 	// compare (keep_until durations, timers) are computed by the store on
 	// the database's clock, never with Now.
 	Now func() time.Time
+	// Limits caps definitions (checked by ParseOptions' Parse: Apply and
+	// validation), for_each items (at run time), a workflow_call child's
+	// input, and bounds the items of one for_each in flight. Zero fields
+	// take their defaults (workflow.Limits).
+	Limits workflow.Limits
 }
 
 // WakeTokenTTLDefault is the validity of the token of a wait without a
@@ -204,6 +209,7 @@ func (c Config) WithDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Limits = c.Limits.WithDefaults()
 	return c
 }
 
@@ -239,10 +245,13 @@ func New(cfg Config) (*Engine, error) {
 }
 
 // ParseOptions returns the options that parse definitions for this engine
-// (its registered step types and expression environment).
+// (its registered step types, expression environment and limits).
 func (e *Engine) ParseOptions() workflow.ParseOptions {
-	return workflow.ParseOptions{IsStepType: e.cfg.Registry.Has, Expr: e.cfg.Expr}
+	return workflow.ParseOptions{IsStepType: e.cfg.Registry.Has, Expr: e.cfg.Expr, Limits: e.cfg.Limits}
 }
+
+// Limits returns the engine's limits, defaults filled in.
+func (e *Engine) Limits() workflow.Limits { return e.cfg.Limits }
 
 // definition loads (and caches) the definition a run is pinned to.
 func (e *Engine) definition(ctx context.Context, run *starflowtype.Run) (*workflow.Definition, error) {
@@ -269,7 +278,11 @@ func (e *Engine) Definition(row *starflowtype.Definition) (*workflow.Definition,
 	if ok && row.ID != "" {
 		return d, nil
 	}
-	d, err := workflow.Parse(row.Name+"@"+shortRevision(row.Revision), row.Spec, e.ParseOptions())
+	// A stored definition runs as it was applied: the static caps were
+	// checked then, with the limits of the process that applied it.
+	opts := e.ParseOptions()
+	opts.Limits, opts.Stored = workflow.NoLimits(), true
+	d, err := workflow.Parse(row.Name+"@"+shortRevision(row.Revision), row.Spec, opts)
 	if err != nil {
 		return nil, fmt.Errorf("stored definition %s no longer parses: %w", row.Name, err)
 	}

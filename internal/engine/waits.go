@@ -496,6 +496,9 @@ func (rs *runState) childParams(ctx context.Context, f *frame, s *workflow.Step)
 	if err != nil {
 		return nil, err
 	}
+	if err := rs.e.cfg.Limits.CheckInput(len(raw)); err != nil {
+		return nil, step.Permanent(fmt.Errorf("workflow_call: child %s: %w", c.Workflow, err))
+	}
 	name := childName(rs.run.ID, f.scope, s.ID)
 	return &state.EnqueueRunParams{
 		ID: ChildRunID(rs.run.ID, f.scope, s.ID), WorkspaceID: rs.run.WorkspaceID, Env: rs.run.Env,

@@ -16,6 +16,7 @@
 // warm store's own error text; that goes to the log.
 //
 // Import rule: the standard library, the root package starflow (for its
-// Health and live types), package warm, starflowtype, internal/jsonvalue,
-// the Prometheus client and golang.org/x/time/rate; never a store.
+// Health and live types), package warm, starflowtype, workflow (for the
+// payload cap's error), internal/jsonvalue, the Prometheus client and
+// golang.org/x/time/rate; never a store.
 package httpserver

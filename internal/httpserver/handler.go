@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"mime"
 	"net/http"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/warm"
+	"github.com/starflow/starflow/workflow"
 )
 
 // Backend is what the listener serves. *starflow.Engine implements it.
@@ -72,6 +74,12 @@ type Config struct {
 	ClientIPHeader string
 	// Now is the clock of the rate limit. Default time.Now.
 	Now func() time.Time
+	// MaxWakeBody is the largest wake payload POST /wake/{token} reads, in
+	// bytes; a longer body is refused with 413 before the backend sees it
+	// (the token is not spent). Default MaxWakeBody; negative: no limit.
+	// `starflow dev` and `starflow server` set it to the engine's
+	// Limits.PayloadBytes.
+	MaxWakeBody int64
 }
 
 // TimeoutDefault bounds one health check or live read.
@@ -102,9 +110,10 @@ type WakeResult struct {
 	Status starflowtype.WaitStatus `json:"status"`
 }
 
-// MaxWakeBody is the largest wake payload POST /wake/{token} reads
-// (bytes); a longer body is refused with 413.
-const MaxWakeBody = 1 << 20
+// MaxWakeBody is the default of Config.MaxWakeBody: the largest wake
+// payload POST /wake/{token} reads (bytes); a longer body is refused with
+// 413.
+const MaxWakeBody = 1 << 20 // workflow.PayloadBytesDefault
 
 // LiveRunnersView is the JSON body of GET /live/runners.
 type LiveRunnersView struct {
@@ -123,7 +132,7 @@ type LiveRunnersView struct {
 //	                             (forged, malformed, unknown key, no wait has it); 410 wait
 //	                             closed or token expired; 400 body not JSON or holding a
 //	                             number with no finite value (1e400); 413 body over
-//	                             MaxWakeBody; 415 a Content-Type that is not JSON; 429 the
+//	                             Config.MaxWakeBody; 415 a Content-Type that is not JSON; 429 the
 //	                             client is over WakeRate/WakeBurst (Retry-After in seconds)
 //
 // POST /wake/{token} needs no credentials: the signed, single-use token
@@ -152,6 +161,9 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxWakeBody == 0 {
+		cfg.MaxWakeBody = MaxWakeBody
 	}
 	h := &handler{cfg: cfg}
 	if cfg.WakeRate > 0 {
@@ -211,11 +223,16 @@ func (h *handler) wake(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusUnsupportedMediaType, "unsupported media type", fmt.Sprintf("Content-Type %q: the wake payload is JSON (send application/json, or no body for null)", ct))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWakeBody))
+	limit := h.cfg.MaxWakeBody
+	if limit < 0 {
+		limit = math.MaxInt64
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			problem(w, http.StatusRequestEntityTooLarge, "payload too large", fmt.Sprintf("the wake payload is limited to %d bytes", MaxWakeBody))
+			problem(w, http.StatusRequestEntityTooLarge, "payload too large", fmt.Sprintf("the wake payload is over the limit of %d bytes %s; nothing changed",
+				limit, workflow.LimitPayloadBytes.Hint()))
 			return
 		}
 		problem(w, http.StatusBadRequest, "unreadable body", "reading the wake payload: "+err.Error())
@@ -234,6 +251,7 @@ func (h *handler) wake(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	wt, err := h.cfg.Backend.Wake(ctx, r.PathValue("token"), body)
+	var overLimit *workflow.LimitError
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, WakeResult{ID: wt.ID, RunID: wt.RunID, StepID: wt.StepID, Status: wt.Status})
@@ -245,6 +263,8 @@ func (h *handler) wake(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusUnauthorized, "wake token invalid", "no wait has this token; nothing changed")
 	case errors.Is(err, starflowtype.ErrPayloadInvalid):
 		problem(w, http.StatusBadRequest, "payload invalid", "the wake payload was refused; nothing changed, the token is still usable")
+	case errors.As(err, &overLimit):
+		problem(w, http.StatusRequestEntityTooLarge, "payload too large", overLimit.Error()+"; nothing changed")
 	case errors.Is(err, starflowtype.ErrWaitClosed):
 		problem(w, http.StatusGone, "wait closed", "the wait is no longer pending or the token expired (a token wakes once; the wait may have been woken, timed out or cancelled); nothing changed")
 	default:

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/workflow"
 )
 
 // wakeBackend is a fake engine with one pending wait whose token is
@@ -301,4 +302,42 @@ func TestBindThenServe(t *testing.T) {
 		t.Fatalf("rebinding a shut listener's port: %v", err)
 	}
 	_ = again.Shutdown(context.Background())
+}
+
+// TestWakeBodyLimit: Config.MaxWakeBody (the engine's payload cap) bounds
+// what POST /wake/{token} reads: over it, 413 naming the cap and how to
+// raise it, without reaching the backend; at it, the wake goes through.
+// A backend refusing the payload as over its cap is 413 too.
+func TestWakeBodyLimit(t *testing.T) {
+	b := &wakeBackend{}
+	h, err := New(Config{Backend: &fakeBackend{wakeFn: b.wake}, MaxWakeBody: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	if a := do(t, srv, "POST", "/wake/good", "application/json", `"`+strings.Repeat("x", 14)+`"`); a.code != 200 {
+		t.Fatalf("at the cap: %d %s", a.code, a.body)
+	}
+	calls := b.calls
+	a := do(t, srv, "POST", "/wake/good", "application/json", `"`+strings.Repeat("x", 15)+`"`)
+	if a.code != 413 || !strings.Contains(a.body, "over the limit of 16 bytes (limits.payload_bytes; raise it with --max-payload-bytes") {
+		t.Fatalf("over the cap: %d %s", a.code, a.body)
+	}
+	if b.calls != calls {
+		t.Fatal("a body over the cap reached the backend")
+	}
+
+	over := &fakeBackend{wakeFn: func(string, json.RawMessage) (*starflowtype.Wait, error) {
+		return nil, fmt.Errorf("wake: %w", workflow.Limits{PayloadBytes: 2}.CheckPayload(3))
+	}}
+	h, err = New(Config{Backend: over})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := httptest.NewServer(h)
+	t.Cleanup(srv2.Close)
+	if a := do(t, srv2, "POST", "/wake/good", "application/json", `123`); a.code != 413 || !strings.Contains(a.body, "limits.payload_bytes") {
+		t.Fatalf("backend over its cap: %d %s", a.code, a.body)
+	}
 }

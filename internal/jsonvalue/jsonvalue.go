@@ -240,27 +240,56 @@ func Encode(v any) ([]byte, error) {
 }
 
 // floats returns v with float values replaced by json.Number literals that
-// keep a fraction or exponent. Values of other types pass through.
+// keep a fraction or exponent. Values of other types pass through. Lists
+// and maps are copied only when they hold a float (copy-on-write): a large
+// value without floats is encoded without being duplicated.
 func floats(v any) any {
+	out, _ := floatsCOW(v)
+	return out
+}
+
+func floatsCOW(v any) (any, bool) {
 	switch x := v.(type) {
 	case float64:
-		return floatNumber(x)
+		return floatNumber(x), true
 	case float32:
-		return floatNumber(float64(x))
+		return floatNumber(float64(x)), true
 	case []any:
-		out := make([]any, len(x))
+		var cp []any
 		for i, e := range x {
-			out[i] = floats(e)
+			ne, ch := floatsCOW(e)
+			if ch && cp == nil {
+				cp = make([]any, len(x))
+				copy(cp, x[:i])
+			}
+			if cp != nil {
+				cp[i] = ne
+			}
 		}
-		return out
+		if cp == nil {
+			return v, false
+		}
+		return cp, true
 	case map[string]any:
-		out := make(map[string]any, len(x))
+		var cp map[string]any
 		for k, e := range x {
-			out[k] = floats(e)
+			ne, ch := floatsCOW(e)
+			if ch && cp == nil {
+				cp = make(map[string]any, len(x))
+				for k2, e2 := range x {
+					cp[k2] = e2
+				}
+			}
+			if cp != nil {
+				cp[k] = ne
+			}
 		}
-		return out
+		if cp == nil {
+			return v, false
+		}
+		return cp, true
 	}
-	return v
+	return v, false
 }
 
 func floatNumber(f float64) any {

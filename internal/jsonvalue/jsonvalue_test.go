@@ -171,3 +171,22 @@ func nonFinite(v any) string {
 	}
 	return ""
 }
+
+// TestEncodeDoesNotCopyWithoutFloats: floats copies a list or map only
+// when a float inside it must be rewritten, and never changes its
+// argument.
+func TestEncodeDoesNotCopyWithoutFloats(t *testing.T) {
+	t.Parallel()
+	clean := []any{map[string]any{"a": int64(1)}, "x"}
+	if out := floats(clean); &out.([]any)[0] != &clean[0] {
+		t.Fatal("a value without floats was copied")
+	}
+	in := map[string]any{"f": 2.0, "n": []any{int64(1)}}
+	b, err := Encode(in)
+	if err != nil || string(b) != `{"f":2.0,"n":[1]}` {
+		t.Fatalf("%s %v", b, err)
+	}
+	if _, ok := in["f"].(float64); !ok {
+		t.Fatal("the argument was changed")
+	}
+}

@@ -91,23 +91,58 @@ func (r *Redactor) Value(v any) any {
 	if r == nil {
 		return v
 	}
+	out, _ := r.value(v)
+	return out
+}
+
+// value scrubs v copy-on-write: a list or map is copied only when
+// something inside it changes (a large step output with nothing to scrub
+// is not duplicated), and changed reports whether anything did.
+func (r *Redactor) value(v any) (out any, changed bool) {
 	switch x := v.(type) {
 	case string:
-		return r.String(x)
+		s := r.String(x)
+		return s, s != x
 	case []any:
-		out := make([]any, len(x))
+		var cp []any
 		for i, e := range x {
-			out[i] = r.Value(e)
+			ne, ch := r.value(e)
+			if ch && cp == nil {
+				cp = make([]any, len(x))
+				copy(cp, x[:i])
+			}
+			if cp != nil {
+				cp[i] = ne
+			}
 		}
-		return out
+		if cp == nil {
+			return v, false
+		}
+		return cp, true
 	case map[string]any:
-		out := make(map[string]any, len(x))
+		var cp map[string]any
 		for k, e := range x {
-			out[r.String(k)] = r.Value(e)
+			nk := r.String(k)
+			ne, ch := r.value(e)
+			if (ch || nk != k) && cp == nil {
+				cp = make(map[string]any, len(x))
+				for k2, e2 := range x {
+					cp[k2] = e2
+				}
+			}
+			if cp != nil {
+				if nk != k {
+					delete(cp, k)
+				}
+				cp[nk] = ne
+			}
 		}
-		return out
+		if cp == nil {
+			return v, false
+		}
+		return cp, true
 	default:
-		return v
+		return v, false
 	}
 }
 
