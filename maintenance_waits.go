@@ -23,7 +23,8 @@ type WaitMaintenanceConfig struct {
 	NotifyInterval time.Duration
 	// NotifyRetryMin and NotifyRetryMax bound the backoff between notify
 	// tries of one wait: NotifyRetryMin × 2^(tries-1), at most
-	// NotifyRetryMax, ±20% jitter. Defaults 1 s and 10 min.
+	// NotifyRetryMax, ±20% jitter within that cap (never above it).
+	// Defaults 1 s and 10 min.
 	NotifyRetryMin, NotifyRetryMax time.Duration
 	// NotifyTimeout bounds one notify request. Default 10 s.
 	NotifyTimeout time.Duration
