@@ -41,8 +41,12 @@ type Config struct {
 	// runs descending from it (child runs of workflow_call, any depth);
 	// "" = any.
 	OnlyRun string
-	// LeaseTTL (default 30 s), Heartbeat (default 10 s), PollInterval
-	// (default 200 ms) and Concurrency (default 8) tune the runner.
+	// LeaseTTL (default 30 s), Heartbeat (default 10 s, or LeaseTTL/3
+	// when 10 s is more than half of LeaseTTL), PollInterval (default
+	// 200 ms) and Concurrency (default 8) tune the runner. Heartbeat must
+	// be at most LeaseTTL/2: the runner stops a run 0.9 × LeaseTTL after
+	// it sent its last successful renewal, and a failed renewal needs
+	// time to be retried before then. New refuses a longer one.
 	LeaseTTL, Heartbeat, PollInterval time.Duration
 	Concurrency                       int
 
@@ -159,6 +163,11 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if rc := (runner.Config{LeaseTTL: cfg.LeaseTTL, Heartbeat: cfg.Heartbeat}).WithDefaults(); rc.LeaseTTL > 0 && rc.Heartbeat > 0 {
+		if err := runner.CheckHeartbeat(rc.LeaseTTL, rc.Heartbeat); err != nil {
+			return nil, fmt.Errorf("starflow: Config.Heartbeat / Config.LeaseTTL: %w", err)
+		}
 	}
 	env := map[string]string{}
 	lookup := cfg.EnvLookup

@@ -13,6 +13,7 @@ import (
 
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/internal/httpserver"
+	"github.com/starflow/starflow/internal/runner"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/workflow"
 )
@@ -122,7 +123,7 @@ func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
 		cmd.Flags().StringSliceVar(&f.pools, "pool", nil, "runner pools to serve (repeatable); runs with no pool are always served")
 		cmd.Flags().StringSliceVar(&f.allowEnv, "allow-env", nil, "environment variables expressions may read as env.NAME")
 		cmd.Flags().DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Second, "lease time to live")
-		cmd.Flags().DurationVar(&f.heartbeat, "heartbeat", 10*time.Second, "lease refresh interval")
+		cmd.Flags().DurationVar(&f.heartbeat, "heartbeat", 10*time.Second, "lease refresh interval, at most half of --lease-ttl (when not given: 10s, or a third of --lease-ttl when 10s is more than half of it)")
 		cmd.Flags().DurationVar(&f.poll, "poll-interval", 200*time.Millisecond, "how often an idle runner looks for work when no signal arrives")
 		cmd.Flags().DurationVar(&f.grace, "grace", 20*time.Second, "how long runs in flight may finish after SIGTERM before their leases are released")
 		cmd.Flags().IntVar(&f.concurrency, "concurrency", 8, "runs executed at once")
@@ -134,10 +135,33 @@ func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
 	}
 }
 
+// resolveHeartbeat checks --lease-ttl and --heartbeat (commands with a
+// runner): a heartbeat not given becomes a third of a lease TTL it would
+// be more than half of; one given must be at most half of it.
+func (f *processFlags) resolveHeartbeat(cmd *cobra.Command) error {
+	if cmd.Flags().Lookup("heartbeat") == nil {
+		return nil
+	}
+	if f.leaseTTL <= 0 || f.heartbeat <= 0 {
+		return fmt.Errorf("--lease-ttl (%s) and --heartbeat (%s) must be positive", f.leaseTTL, f.heartbeat)
+	}
+	if !cmd.Flags().Changed("heartbeat") && f.heartbeat > runner.MaxHeartbeat(f.leaseTTL) {
+		f.heartbeat = f.leaseTTL / 3
+	}
+	if max := runner.MaxHeartbeat(f.leaseTTL); f.heartbeat > max {
+		return fmt.Errorf("--heartbeat %s is more than half of --lease-ttl %s: a run is stopped %s (0.9 × --lease-ttl) after its last lease renewal was sent, and a failed renewal needs time to be retried before then; use --heartbeat %s or less, or --lease-ttl %s or more",
+			f.heartbeat, f.leaseTTL, f.leaseTTL-f.leaseTTL/10, max, 2*f.heartbeat)
+	}
+	return nil
+}
+
 // serve runs an engine with cfg until SIGTERM/SIGINT, then stops it
 // gracefully.
 func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cfg starflow.Config) error {
 	ctx := cmd.Context()
+	if err := f.resolveHeartbeat(cmd); err != nil {
+		return err
+	}
 	if err := f.warm.resolve(cmd); err != nil {
 		return err
 	}
