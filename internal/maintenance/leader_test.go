@@ -52,7 +52,6 @@ func (r *terms) snapshot() (active, maxActive, begun int, by []string) {
 	return r.active, r.maxActive, r.begun, append([]string(nil), r.by...)
 }
 
-
 func newTestLeader(t *testing.T, e state.Elector, owner string, r *terms, ttl time.Duration) *Leader {
 	t.Helper()
 	l, err := NewLeader(e, LeaderConfig{Owner: owner, TTL: ttl, Logger: quiet(),
