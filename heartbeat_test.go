@@ -97,12 +97,12 @@ func (r *renewals) RefreshLease(ctx context.Context, p *state.RefreshLeaseParams
 
 // longRun runs one step that works for d (or until its context ends) on
 // an engine over store with the given lease settings and a lease sweep
-// every 100 ms, and returns the run as stored at its end and the error
+// every 200 ms, and returns the run as stored at its end and the error
 // the step saw (nil when it worked for the whole of d).
 func longRun(t *testing.T, store state.Adapter, ttl, heartbeat, d time.Duration) (*starflowtype.Run, []*starflowtype.Event, error) {
 	t.Helper()
 	eng, err := starflow.New(starflow.Config{Store: store, Logger: quietLogger(), LeaseTTL: ttl, Heartbeat: heartbeat,
-		PollInterval: 50 * time.Millisecond, Maintenance: true, SweepInterval: 100 * time.Millisecond,
+		PollInterval: 50 * time.Millisecond, Maintenance: true, SweepInterval: 200 * time.Millisecond,
 		RunRetryMin: 10 * time.Millisecond, RunRetryMax: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -174,44 +174,49 @@ func checkOneAttempt(t *testing.T, run *starflowtype.Run, evs []*starflowtype.Ev
 	}
 }
 
+// The lease TTLs of these tests are short (2–3 s) but leave the runner
+// several hundred milliseconds per renewal: on a loaded machine with
+// -race, SQLite's single writer can take that long to answer.
+
 // TestHeartbeatHalfTheTTLKeepsALongRun: with the longest heartbeat
-// allowed (TTL/2) and a 1 s TTL, a step working for five TTLs, on SQLite
-// with the lease sweep running every 100 ms, completes at its first claim:
+// allowed (TTL/2) and a 2 s TTL, a step working for five TTLs, on SQLite
+// with the lease sweep running every 200 ms, completes at its first claim:
 // no lease lost, no second attempt.
 func TestHeartbeatHalfTheTTLKeepsALongRun(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, starflow.Config{})
 	rs := &renewals{Adapter: h.store}
-	run, evs, stepErr := longRun(t, rs, time.Second, 500*time.Millisecond, 5*time.Second)
+	run, evs, stepErr := longRun(t, rs, 2*time.Second, time.Second, 10*time.Second)
 	checkOneAttempt(t, run, evs, stepErr)
 	if n := rs.ok.Load(); n < 6 {
-		t.Errorf("%d lease renewals in 5 s with a 500 ms heartbeat, want at least 6", n)
+		t.Errorf("%d lease renewals in 10 s with a 1 s heartbeat, want at least 6", n)
 	}
 }
 
 // TestHeartbeatRetriesAFailedRenewal: a renewal that fails transiently is
 // retried (every TTL/10) before the runner's deadline, instead of at the
 // next heartbeat — which, with a heartbeat of TTL/2, comes after the
-// deadline and would stop a healthy run.
+// deadline (0.9 × TTL) and would stop a healthy run.
 func TestHeartbeatRetriesAFailedRenewal(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, starflow.Config{})
-	rs := &renewals{Adapter: h.store, fail: 2}
-	run, evs, stepErr := longRun(t, rs, time.Second, 500*time.Millisecond, 3*time.Second)
+	rs := &renewals{Adapter: h.store, fail: 1}
+	run, evs, stepErr := longRun(t, rs, 3*time.Second, 1500*time.Millisecond, 6*time.Second)
 	checkOneAttempt(t, run, evs, stepErr)
-	if n := rs.calls.Load(); n < 5 {
-		t.Errorf("%d renewals sent, want the 2 failed ones retried and more", n)
+	if n := rs.calls.Load(); n < 4 {
+		t.Errorf("%d renewals sent, want the failed one retried and more", n)
 	}
 }
 
 // TestHeartbeatCountsFromTheClaim: renewals are scheduled from the moment
 // the claim was sent, not from when the run started: with OnRunStart
-// answering 450 ms after a 1 s-TTL claim, the first renewal still goes
-// out 500 ms after the claim, before the runner's deadline (900 ms).
+// answering 1.35 s after a 3 s-TTL claim, the first renewal still goes
+// out 1.5 s after the claim, well before the runner's deadline (2.7 s) —
+// not 1.5 s after the start (2.85 s, too late).
 func TestHeartbeatCountsFromTheClaim(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, starflow.Config{})
-	rs := &renewals{Adapter: h.store, slowStart: 450 * time.Millisecond}
-	run, evs, stepErr := longRun(t, rs, time.Second, 500*time.Millisecond, 2*time.Second)
+	rs := &renewals{Adapter: h.store, slowStart: 1350 * time.Millisecond}
+	run, evs, stepErr := longRun(t, rs, 3*time.Second, 1500*time.Millisecond, 4*time.Second)
 	checkOneAttempt(t, run, evs, stepErr)
 }
