@@ -2,7 +2,6 @@ package starflow
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/starflow/starflow/internal/maintenance"
@@ -10,8 +9,8 @@ import (
 )
 
 // WaitMaintenanceConfig tunes the maintenance passes behind durable waits,
-// which an Engine runs next to the lease sweep when Config.Maintenance is
-// set. Zero values take the defaults.
+// which an Engine runs next to the lease sweep while it leads
+// maintenance (Config.Maintenance). Zero values take the defaults.
 type WaitMaintenanceConfig struct {
 	// TimerInterval is how often due timers and wait timeouts are fired
 	// (database clock). Default 1 s. One pass also runs at Start, so a
@@ -23,7 +22,8 @@ type WaitMaintenanceConfig struct {
 	NotifyInterval time.Duration
 	// NotifyRetryMin and NotifyRetryMax bound the backoff between notify
 	// tries of one wait: NotifyRetryMin × 2^(tries-1), at most
-	// NotifyRetryMax, ±20% jitter. Defaults 1 s and 10 min.
+	// NotifyRetryMax, ±20% jitter within that cap (never above it).
+	// Defaults 1 s and 10 min.
 	NotifyRetryMin, NotifyRetryMax time.Duration
 	// NotifyTimeout bounds one notify request. Default 10 s.
 	NotifyTimeout time.Duration
@@ -35,7 +35,7 @@ type WaitMaintenanceConfig struct {
 	SessionGCInterval time.Duration
 }
 
-// waitMaintenance is the running set of wait passes of one Engine.
+// waitMaintenance is the set of wait passes of one maintenance term.
 type waitMaintenance struct {
 	timers *maintenance.TimerPoller
 	notify *maintenance.NotifyRetrier
@@ -63,39 +63,6 @@ func (e *Engine) newWaitMaintenance() (*waitMaintenance, error) {
 		return nil, err
 	}
 	return m, nil
-}
-
-// startWaitMaintenance starts the timer poller, the notify retrier and
-// the session-variable GC; each runs one pass at once.
-func (e *Engine) startWaitMaintenance(ctx context.Context) error {
-	m, err := e.newWaitMaintenance()
-	if err != nil {
-		return err
-	}
-	if err := m.timers.Start(ctx); err != nil {
-		return err
-	}
-	if err := m.notify.Start(ctx); err != nil {
-		return errors.Join(err, m.timers.Stop(ctx))
-	}
-	if err := m.gc.Start(ctx); err != nil {
-		return errors.Join(err, m.stop(ctx))
-	}
-	e.waits = m
-	return nil
-}
-
-// stopWaitMaintenance stops what startWaitMaintenance started; safe when
-// nothing was started and when called twice.
-func (e *Engine) stopWaitMaintenance(ctx context.Context) error {
-	if e.waits == nil {
-		return nil
-	}
-	return e.waits.stop(ctx)
-}
-
-func (m *waitMaintenance) stop(ctx context.Context) error {
-	return errors.Join(m.timers.Stop(ctx), m.notify.Stop(ctx), m.gc.Stop(ctx))
 }
 
 // FireDueWaits runs one pass of the durable timer poller now: pending

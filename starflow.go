@@ -42,21 +42,40 @@ type Config struct {
 	// runs descending from it (child runs of workflow_call, any depth);
 	// "" = any.
 	OnlyRun string
-	// LeaseTTL (default 30 s), Heartbeat (default 10 s), PollInterval
-	// (default 200 ms) and Concurrency (default 8) tune the runner.
+	// LeaseTTL (default 30 s), Heartbeat (default 10 s, or LeaseTTL/3
+	// when 10 s is more than half of LeaseTTL), PollInterval (default
+	// 200 ms) and Concurrency (default 8) tune the runner. Heartbeat must
+	// be at most LeaseTTL/2: the runner stops a run 0.9 × LeaseTTL after
+	// it sent its last successful renewal, and a failed renewal needs
+	// time to be retried before then. New refuses a longer one.
 	LeaseTTL, Heartbeat, PollInterval time.Duration
 	Concurrency                       int
 
 	// NoRunner disables the in-process runner (a `starflow server` that
 	// only does maintenance and serves the API).
 	NoRunner bool
-	// Maintenance runs the lease sweep in this process: one pass at Start
-	// (boot reconciliation) and one every SweepInterval (default 30 s).
+	// Maintenance makes this engine a candidate for running maintenance:
+	// the lease sweep (one pass when a term begins — the boot
+	// reconciliation — then one every SweepInterval, default 30 s), the
+	// wait passes (WaitMaintenance) and, with a warm tier, its hash sweep.
+	// Every engine with Maintenance on one store campaigns, and one at a
+	// time leads (state.Elector: a PostgreSQL advisory lock, a lease row
+	// in the SQLite file); when the leader dies or stops another takes
+	// over within LeaderTTL. Over a store that elects no leader the
+	// engine runs maintenance unconditionally.
 	Maintenance   bool
 	SweepInterval time.Duration
 	// WaitMaintenance tunes the wait passes Maintenance also runs: the
 	// durable timer poller, the notify retrier and the session-variable GC.
 	WaitMaintenance WaitMaintenanceConfig
+	// LeaderTTL bounds how long a dead maintenance leader keeps the
+	// leadership (see state.CampaignParams.TTL); candidates retry and the
+	// leader renews every LeaderTTL/5. Default 10 s; at least 500 ms.
+	LeaderTTL time.Duration
+	// OnMaintenanceLeader, when set, is called with true when this engine
+	// becomes the maintenance leader and false when it stops being one.
+	// Default nil. The gauge starflow_maintenance_leader says the same.
+	OnMaintenanceLeader func(leading bool)
 
 	// StepTimeout is the default timeout of one step try. Default 30 s.
 	StepTimeout time.Duration
@@ -156,10 +175,10 @@ type Engine struct {
 	registry *engine.Registry
 	engine   *engine.Engine
 	runner   *runner.Runner
-	sweep    *maintenance.LeaseSweep
+	sweep    *maintenance.LeaseSweep // for Sweep; the leader runs its own
+	leader   *maintenance.Leader     // started with Maintenance
 	warm     warm.Store
-	tier     *warmTier        // nil without a warm store
-	waits    *waitMaintenance // started with Maintenance
+	tier     *warmTier // nil without a warm store
 
 	listenCancel context.CancelFunc
 	listenDone   chan struct{}
@@ -182,6 +201,11 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if rc := (runner.Config{LeaseTTL: cfg.LeaseTTL, Heartbeat: cfg.Heartbeat}).WithDefaults(); rc.LeaseTTL > 0 && rc.Heartbeat > 0 {
+		if err := runner.CheckHeartbeat(rc.LeaseTTL, rc.Heartbeat); err != nil {
+			return nil, fmt.Errorf("starflow: Config.Heartbeat / Config.LeaseTTL: %w", err)
+		}
 	}
 	env := map[string]string{}
 	lookup := cfg.EnvLookup
@@ -247,6 +271,18 @@ func New(cfg Config) (*Engine, error) {
 		Logger: cfg.Logger, OnRequeue: e.runner.Notify,
 	})
 	tier.registerRunner(e.runner)
+	var elector state.Elector
+	if el, ok := cfg.Store.(state.Elector); ok { // the cold store, not the mirror wrapping it
+		elector = el
+	}
+	e.leader, err = maintenance.NewLeader(elector, maintenance.LeaderConfig{
+		Owner: e.runner.ID(), TTL: cfg.LeaderTTL, Services: e.maintenanceServices,
+		OnChange: cfg.OnMaintenanceLeader, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starflow: Config.LeaderTTL: %w", err)
+	}
+	tier.registerLeader(e.leader)
 	return e, nil
 }
 
@@ -264,6 +300,25 @@ func (e *Engine) LoadWakeKeys(ctx context.Context) error {
 		return fmt.Errorf("starflow: %w", err)
 	}
 	return nil
+}
+
+// maintenanceServices builds the services of one maintenance term: the
+// lease sweep, the timer poller, the notify retrier, the session-variable
+// GC and, with a warm tier that this process drains, the hash sweep.
+func (e *Engine) maintenanceServices() ([]maintenance.Service, error) {
+	sweep := maintenance.NewLeaseSweep(e.store, maintenance.SweepConfig{
+		Interval: e.cfg.SweepInterval, RetryMin: e.cfg.RunRetryMin, RetryMax: e.cfg.RunRetryMax,
+		Logger: e.cfg.Logger, OnRequeue: e.runner.Notify,
+	})
+	w, err := e.newWaitMaintenance()
+	if err != nil {
+		return nil, err
+	}
+	services := []maintenance.Service{sweep, w.timers, w.notify, w.gc}
+	if hs := e.tier.hashSweep(); hs != nil {
+		services = append(services, hs)
+	}
+	return services, nil
 }
 
 // Listener is implemented by stores that can push "new work" signals
@@ -417,9 +472,10 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 }
 
 // Start starts the in-process runner (unless NoRunner) and, with
-// Maintenance, the lease sweep and the wait passes (timer poller, notify
-// retrier, session-variable GC), whose first passes run at once. It returns
-// at once. When the store is a Listener, new work signalled by other
+// Maintenance, the campaign for the maintenance leadership: once this
+// engine leads, the lease sweep, the wait passes (timer poller, notify
+// retrier, session-variable GC) and the warm tier's hash sweep run here,
+// their first passes at once. It returns at once. When the store is a Listener, new work signalled by other
 // processes wakes the runner without waiting for a poll.
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
@@ -437,11 +493,8 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 	}
 	if e.cfg.Maintenance {
-		if err := e.sweep.Start(ctx); err != nil {
+		if err := e.leader.Start(ctx); err != nil {
 			return err
-		}
-		if err := e.startWaitMaintenance(ctx); err != nil {
-			return errors.Join(err, e.sweep.Stop(ctx))
 		}
 	}
 	if err := e.tier.start(ctx, e.cfg, e.runner); err != nil {
@@ -466,7 +519,8 @@ func (e *Engine) Start(ctx context.Context) error {
 
 // Stop stops claiming, lets runs in flight finish until ctx is done, then
 // releases the leases of those still running so another runner continues
-// them at once; it also stops the sweep. Safe to call twice.
+// them at once; it also stops maintenance and releases its leadership, so
+// another engine takes it over at once. Safe to call twice.
 func (e *Engine) Stop(ctx context.Context) error {
 	err := e.runner.Stop(ctx)
 	if e.listenCancel != nil {
@@ -474,10 +528,11 @@ func (e *Engine) Stop(ctx context.Context) error {
 		<-e.listenDone
 		e.listenCancel = nil
 	}
-	// The sweep has no runs to finish: it stops at once, whatever is left
-	// of the grace period. The warm tier stops last: the runs' final
-	// writes are drained (or left in the outbox) first.
-	err = errors.Join(err, e.sweep.Stop(context.WithoutCancel(ctx)), e.stopWaitMaintenance(context.WithoutCancel(ctx)))
+	// Maintenance has no runs to finish: it stops at once (its passes in
+	// progress are cancelled), whatever is left of the grace period. The
+	// warm tier stops last: the runs' final writes are drained (or left
+	// in the outbox) first.
+	err = errors.Join(err, e.leader.Stop(context.WithoutCancel(ctx)))
 	return errors.Join(err, e.tier.stop())
 }
 

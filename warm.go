@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/starflow/starflow/internal/engine"
+	"github.com/starflow/starflow/internal/maintenance"
 	"github.com/starflow/starflow/internal/runner"
 	"github.com/starflow/starflow/mirror"
 	"github.com/starflow/starflow/state"
@@ -39,8 +40,8 @@ type WarmOptions struct {
 	// when nothing signalled new ones. Default: the mirror's (200 ms).
 	DrainPoll time.Duration
 	// HashSweepInterval is the period of the hash-compare sweep that
-	// corrects divergent or missing warm entries; it runs in engines with
-	// Config.Maintenance. Default 30 s.
+	// corrects divergent or missing warm entries; it runs in the
+	// maintenance leader (Config.Maintenance). Default 30 s.
 	HashSweepInterval time.Duration
 	// HealthWarning / HealthCritical are the ages of the oldest unapplied
 	// outbox row past which Health says warning / critical. Defaults 2 s
@@ -128,14 +129,11 @@ func newWarmTier(cfg Config) (state.Adapter, *warmTier, error) {
 		return nil, nil, err
 	}
 	t.opts, t.warm = opts, cfg.Warm
-	// The hash sweep is maintenance: it runs where the lease sweep does.
-	sweep := opts.HashSweepInterval
-	if opts.NoDrain || !cfg.Maintenance {
-		sweep = -1
-	}
+	// The hash sweep is maintenance: the maintenance leader runs it
+	// (hashSweep), never the mirror's own loop.
 	m, err := mirror.New(keepOpen(cfg.Store), mirror.Config{
 		Warm: cfg.Warm, Registerer: t.reg, Logger: cfg.Logger,
-		PollInterval: opts.DrainPoll, Retention: opts.OutboxRetention, SweepInterval: sweep,
+		PollInterval: opts.DrainPoll, Retention: opts.OutboxRetention, SweepInterval: -1,
 		WarmRetention: opts.FinishedWithin, EventsKeep: opts.EventsKeep, WarningAfter: opts.HealthWarning, CriticalAfter: opts.HealthCritical,
 	})
 	if err != nil {
@@ -183,6 +181,28 @@ func (t *warmTier) registerRunner(r *runner.Runner) {
 	t.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "starflow_runner_runs_held",
 		Help: "Runs this process's runner holds right now (claimed, not yet finished or released)."},
 		func() float64 { return float64(r.Held()) }))
+}
+
+// registerLeader adds the maintenance leadership gauge.
+func (t *warmTier) registerLeader(l *maintenance.Leader) {
+	t.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "starflow_maintenance_leader",
+		Help: "1 while this process is the maintenance leader (it runs the lease sweep, timers, notify retries, session GC and the warm hash sweep), else 0."},
+		func() float64 {
+			if l.Leading() {
+				return 1
+			}
+			return 0
+		}))
+}
+
+// hashSweep is the hash-compare sweep as a maintenance service (every
+// HashSweepInterval), or nil without a warm tier this process drains.
+func (t *warmTier) hashSweep() maintenance.Service {
+	if t.warm == nil || t.opts.NoDrain || t.mirror.Sweeper() == nil {
+		return nil
+	}
+	sw, every := t.mirror.Sweeper(), t.opts.HashSweepInterval
+	return maintenance.NewLoop(func(ctx context.Context) { sw.RunEvery(ctx, every) })
 }
 
 // finished counts a run execution's outcome.

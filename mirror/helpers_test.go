@@ -340,3 +340,14 @@ func (r *recorder) PutStep(ctx context.Context, s *warm.StepEntry) error {
 }
 
 func testutilValue(m *mirror.Metrics) float64 { return testutil.ToFloat64(m.Applied) }
+
+// reconciliations is how many end-of-run reconciliations ended, whatever
+// their result (ok, corrected, or skipped: rows not drained within
+// ReconcileWait, which a loaded machine can cause).
+func reconciliations(m *mirror.Adapter) float64 {
+	var n float64
+	for _, r := range []string{"ok", "corrected", "skipped"} {
+		n += testutil.ToFloat64(m.Metrics().Reconciles.WithLabelValues(r))
+	}
+	return n
+}

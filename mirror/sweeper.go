@@ -53,8 +53,11 @@ func NewSweeper(cold state.Adapter, ob state.Outbox, cfg Config, met *Metrics) *
 }
 
 // Run sweeps every Config.SweepInterval until ctx ends.
-func (s *Sweeper) Run(ctx context.Context) {
-	interval := s.cfg.SweepInterval
+func (s *Sweeper) Run(ctx context.Context) { s.RunEvery(ctx, s.cfg.SweepInterval) }
+
+// RunEvery sweeps every interval until ctx ends (at once when interval is
+// not positive). The first sweep comes one interval after the call.
+func (s *Sweeper) RunEvery(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		return
 	}

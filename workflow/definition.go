@@ -40,8 +40,10 @@ type Defaults struct {
 }
 
 // RetryPolicy is a step's own retry policy: up to MaxAttempts tries, the
-// n-th retry after min(InitialInterval × Backoff^(n-1), MaxInterval) with
-// ±20% jitter.
+// n-th retry after d = min(InitialInterval × Backoff^(n-1), MaxInterval)
+// with ±20% jitter applied within the cap: a wait never exceeds
+// MaxInterval (at the cap it is drawn from [0.8 × MaxInterval,
+// MaxInterval]).
 type RetryPolicy struct {
 	MaxAttempts     int      `json:"max_attempts,omitempty"`     // tries in all; default 3
 	InitialInterval Duration `json:"initial_interval,omitempty"` // default 1s

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -13,7 +14,9 @@ import (
 
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/internal/httpserver"
+	"github.com/starflow/starflow/internal/runner"
 	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/workflow"
 )
 
@@ -131,6 +134,10 @@ type processFlags struct {
 	waits                                        starflow.WaitMaintenanceConfig
 	egress                                       egressFlags
 	limits                                       limitFlags
+	// maintenance: this process campaigns for the maintenance leadership
+	// (--maintenance, default true); leaderTTL is --leader-ttl.
+	maintenance bool
+	leaderTTL   time.Duration
 }
 
 func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
@@ -138,7 +145,7 @@ func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
 		cmd.Flags().StringSliceVar(&f.pools, "pool", nil, "runner pools to serve (repeatable); runs with no pool are always served")
 		cmd.Flags().StringSliceVar(&f.allowEnv, "allow-env", nil, "environment variables expressions may read as env.NAME")
 		cmd.Flags().DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Second, "lease time to live")
-		cmd.Flags().DurationVar(&f.heartbeat, "heartbeat", 10*time.Second, "lease refresh interval")
+		cmd.Flags().DurationVar(&f.heartbeat, "heartbeat", 10*time.Second, "lease refresh interval, at most half of --lease-ttl (when not given: 10s, or a third of --lease-ttl when 10s is more than half of it)")
 		cmd.Flags().DurationVar(&f.poll, "poll-interval", 200*time.Millisecond, "how often an idle runner looks for work when no signal arrives")
 		cmd.Flags().DurationVar(&f.grace, "grace", 20*time.Second, "how long runs in flight may finish after SIGTERM before their leases are released")
 		cmd.Flags().IntVar(&f.concurrency, "concurrency", 8, "runs executed at once")
@@ -147,16 +154,44 @@ func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
 	f.egress.register(cmd) // runners send service_call and notify requests; maintenance retries notifies
 	f.limits.register(cmd, limitsPayload)
 	if maintenance {
-		cmd.Flags().DurationVar(&f.sweepEvery, "sweep-interval", 30*time.Second, "lease sweep interval (one pass also runs at start)")
-		cmd.Flags().DurationVar(&f.waits.TimerInterval, "timer-interval", time.Second, "how often due timers and wait timeouts fire (one pass also runs at start)")
+		cmd.Flags().BoolVar(&f.maintenance, "maintenance", true, "take part in the maintenance leader election: the leader (one process at a time among those sharing the store) runs the lease sweep, timers, notify retries, session GC and the warm hash sweep; --maintenance=false leaves them to other processes")
+		cmd.Flags().DurationVar(&f.leaderTTL, "leader-ttl", 10*time.Second, "how long a dead maintenance leader keeps the leadership before another process takes over (at least 500ms; candidates retry and the leader renews every fifth of it)")
+		cmd.Flags().DurationVar(&f.sweepEvery, "sweep-interval", 30*time.Second, "lease sweep interval (one pass also runs when a process becomes the maintenance leader)")
+		cmd.Flags().DurationVar(&f.waits.TimerInterval, "timer-interval", time.Second, "how often due timers and wait timeouts fire (one pass also runs when a process becomes the maintenance leader)")
 		cmd.Flags().DurationVar(&f.waits.SessionGCInterval, "session-gc-interval", time.Minute, "how often expired session variables are removed")
 	}
+}
+
+// resolveHeartbeat checks --lease-ttl and --heartbeat (commands with a
+// runner): a heartbeat not given becomes a third of a lease TTL it would
+// be more than half of; one given must be at most half of it.
+func (f *processFlags) resolveHeartbeat(cmd *cobra.Command) error {
+	if cmd.Flags().Lookup("heartbeat") == nil {
+		return nil
+	}
+	if f.leaseTTL <= 0 || f.heartbeat <= 0 {
+		return fmt.Errorf("--lease-ttl (%s) and --heartbeat (%s) must be positive", f.leaseTTL, f.heartbeat)
+	}
+	if !cmd.Flags().Changed("heartbeat") && f.heartbeat > runner.MaxHeartbeat(f.leaseTTL) {
+		f.heartbeat = f.leaseTTL / 3
+	}
+	if max := runner.MaxHeartbeat(f.leaseTTL); f.heartbeat > max {
+		return fmt.Errorf("--heartbeat %s is more than half of --lease-ttl %s: a run is stopped %s (0.9 × --lease-ttl) after its last lease renewal was sent, and a failed renewal needs time to be retried before then; use --heartbeat %s or less, or --lease-ttl %s or more",
+			f.heartbeat, f.leaseTTL, f.leaseTTL-f.leaseTTL/10, max, 2*f.heartbeat)
+	}
+	return nil
 }
 
 // serve runs an engine with cfg until SIGTERM/SIGINT, then stops it
 // gracefully.
 func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cfg starflow.Config) error {
 	ctx := cmd.Context()
+	if err := f.resolveHeartbeat(cmd); err != nil {
+		return err
+	}
+	if f.maintenance && f.leaderTTL < state.LeaderTTLMin {
+		return fmt.Errorf("--leader-ttl %s is below the minimum %s", f.leaderTTL, state.LeaderTTLMin)
+	}
 	if err := f.warm.resolve(cmd); err != nil {
 		return err
 	}
@@ -196,6 +231,7 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	cfg.LeaseTTL, cfg.Heartbeat, cfg.PollInterval, cfg.Concurrency = f.leaseTTL, f.heartbeat, f.poll, f.concurrency
 	cfg.SweepInterval = f.sweepEvery
 	cfg.WaitMaintenance = f.waits
+	cfg.Maintenance, cfg.LeaderTTL = f.maintenance, f.leaderTTL
 	cfg.WakeKeys, cfg.WakeKeyFile = keys, keyFile
 	cfg.Limits = limits
 	srv, err := f.warm.bind()
@@ -203,10 +239,19 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 		return err
 	}
 	cfg.WakeURL = f.warm.resolveWakeURL(srv)
+	var id atomic.Value // the runner id, once the engine exists
+	cfg.OnMaintenanceLeader = func(leading bool) {
+		if leading {
+			fmt.Fprintf(os.Stderr, "%s %s is the maintenance leader (lease sweep, timers, notify retries, session GC)\n", what, id.Load())
+		} else {
+			fmt.Fprintf(os.Stderr, "%s %s is no longer the maintenance leader\n", what, id.Load())
+		}
+	}
 	eng, err := starflow.New(cfg)
 	if err != nil {
 		return errors.Join(err, srv.shutdown())
 	}
+	id.Store(eng.RunnerID())
 	if err := srv.serve(eng, cfg.Logger); err != nil {
 		return errors.Join(err, srv.shutdown())
 	}
@@ -232,16 +277,19 @@ func newWorkerCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Claim and execute queued runs until stopped (SIGTERM/SIGINT stop it gracefully)",
-		Long: `A worker is a runner only: it claims queued runs, executes them under fenced leases and
-releases its leases on SIGTERM. Recovering the runs of dead workers (the lease sweep) is
-done by "starflow server" or "starflow dev".`,
+		Long: `A worker claims queued runs, executes them under fenced leases and releases its leases
+on SIGTERM. It also takes part in the maintenance leader election (unless --maintenance=false):
+one process at a time among the workers, servers and dev processes sharing the store leads, and
+runs the lease sweep (recovering the runs of dead workers), the timer poller, notify retries,
+the session-variable GC and the warm tier's hash sweep. When the leader dies another takes
+over within --leader-ttl, so a deployment of workers alone leaves no run stuck.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.serve(cmd, g, "worker", starflow.Config{})
 		},
 	}
-	f.register(cmd, true, false)
-	f.warm.register(cmd, warmNone, "", true, false)
+	f.register(cmd, true, true)
+	f.warm.register(cmd, warmNone, "", true, true)
 	return cmd
 }
 
@@ -249,11 +297,11 @@ func newServerCmd(g *globalFlags) *cobra.Command {
 	f := &processFlags{}
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Run maintenance (lease sweep, timer poller, notify retries, session GC, the warm tier's drainer and hash sweep) and the HTTP listener (/healthz, /metrics, live views, POST /wake/{token}) until stopped",
+		Short: "Serve the HTTP listener (/healthz, /metrics, live views, POST /wake/{token}) and take part in the maintenance leader election (lease sweep, timer poller, notify retries, session GC, the warm tier's hash sweep); runs no runs; until stopped",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.grace = 5 * time.Second
-			return f.serve(cmd, g, "server", starflow.Config{NoRunner: true, Maintenance: true})
+			return f.serve(cmd, g, "server", starflow.Config{NoRunner: true})
 		},
 	}
 	f.register(cmd, false, true)
@@ -268,7 +316,7 @@ func newDevCmd(g *globalFlags) *cobra.Command {
 		Short: "Everything in one process on SQLite: a runner, maintenance (lease sweep, timers, notify retries, session GC), the warm tier (memory) and the HTTP listener",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return f.serve(cmd, g, "dev", starflow.Config{Maintenance: true})
+			return f.serve(cmd, g, "dev", starflow.Config{})
 		},
 	}
 	f.register(cmd, true, true)

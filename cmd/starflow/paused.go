@@ -69,7 +69,7 @@ func samplePayload(w *starflowtype.Wait) string {
 func wakeHow(runID string, w *starflowtype.Wait, storeArg string) string {
 	switch w.Kind {
 	case starflowtype.WaitTimer:
-		return "it fires at " + fmtTime(w.WakeAt) + " (in " + until(w.WakeAt) + ") in a process with a timer poller: this `starflow run` while it waits, `starflow dev` or `starflow server`"
+		return "it fires at " + fmtTime(w.WakeAt) + " (in " + until(w.WakeAt) + ") in a process with a timer poller: this `starflow run` while it waits, or the maintenance leader among `starflow dev`, `worker` and `server`"
 	case starflowtype.WaitChild:
 		return "it wakes when child run " + w.CorrelationKey + " ends (starflow runs show " + w.CorrelationKey + ")"
 	}

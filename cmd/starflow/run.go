@@ -40,7 +40,7 @@ When the run parks at a durable wait it prints the step, what it waits for (a si
 timer, an approval, a child run) and the command that wakes it, and keeps waiting: a signal
 or wake from another terminal continues it here, and due timers and wait timeouts fire in
 this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused run paused
-(it holds no lease); starflow dev, or server plus worker, continues it once woken.`,
+(it holds no lease); starflow dev or starflow worker continues it once woken.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -194,7 +194,7 @@ const interruptGrace = 2 * time.Second
 // done: every second, due timers and wait timeouts of the store are fired
 // (Engine.FireDueWaits) and the runner nudged, so a run parked on a timer
 // continues under `run` alone. The lease sweep and notify retries stay
-// with `dev` and `server`.
+// with the maintenance leader (a `dev`, `worker` or `server`).
 func fireTimers(ctx context.Context, eng *starflow.Engine, log *slog.Logger) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -219,8 +219,8 @@ func pausedExit(ctx context.Context, store state.Adapter, g *globalFlags, r *sta
 		fmt.Printf("  %s: %s\n", stepLabel(w), wakeHow(r.ID, w, g.storeArg()))
 	}
 	return &exitError{code: 130, msg: fmt.Sprintf("interrupted; run %s stays %s. Once woken, a runner continues it: "+
-		"starflow dev%s (a runner with maintenance: timers fire), or starflow server plus starflow worker",
-		r.ID, pausedAt(waits), g.storeArg())}
+		"starflow dev%s, or starflow worker%s (either runs maintenance: timers fire)",
+		r.ID, pausedAt(waits), g.storeArg(), g.storeArg())}
 }
 
 // readInput reads --input: inline JSON or @FILE (read no further than

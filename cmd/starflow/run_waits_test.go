@@ -152,8 +152,8 @@ func TestCLIRunParksAndContinues(t *testing.T) {
 
 // TestCLIRunInterruptWhilePaused: Ctrl-C of `starflow run` whose run is
 // parked says where it is paused and for what, that it holds no lease, and
-// how to wake and continue it (not "its lease was released" nor
-// `worker`, which runs no timers); the run stays paused and parked.
+// how to wake and continue it (not "its lease was released"); the run
+// stays paused and parked.
 func TestCLIRunInterruptWhilePaused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

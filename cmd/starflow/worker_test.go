@@ -63,3 +63,32 @@ func TestCLIEnqueueAndWorker(t *testing.T) {
 		t.Fatal("worker did not stop on SIGTERM")
 	}
 }
+
+// TestCLIHeartbeatOverHalfTheTTLRefused: worker and dev refuse a
+// --heartbeat longer than half of --lease-ttl before opening anything,
+// naming both flags and the largest heartbeat allowed.
+func TestCLIHeartbeatOverHalfTheTTLRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"worker", "--lease-ttl", "1s", "--heartbeat", "900ms"},
+		{"worker", "--lease-ttl", "30s", "--heartbeat", "27s"},
+		{"dev", "--lease-ttl", "10s", "--heartbeat", "6s", "--addr", "127.0.0.1:0"},
+		{"worker", "--lease-ttl", "0s"},
+	} {
+		r := starflowCmd(t, dir, nil, append(args, "--db", "hb.db")...)
+		if r.code == 0 {
+			t.Fatalf("%v: exit 0, want refused", args)
+		}
+		want := "more than half of --lease-ttl"
+		if args[2] == "0s" {
+			want = "must be positive"
+		}
+		if !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "--heartbeat") {
+			t.Fatalf("%v: stderr %q does not say %q", args, r.stderr, want)
+		}
+	}
+	if _, err := os.Stat(dir + "/hb.db"); err == nil {
+		t.Fatal("a refused command created the database")
+	}
+}

@@ -232,9 +232,13 @@ func (c *cluster) startServer() *process {
 	return p
 }
 
-// start runs the binary in the background; its stderr is kept.
+// start runs the binary in the background; its stderr is kept. A worker
+// runs no maintenance unless args say --maintenance: these deployments
+// give maintenance to their `starflow server` (with short intervals),
+// and a worker elected instead would sweep at the 30 s default.
 func (c *cluster) start(name string, env []string, args ...string) *process {
 	c.t.Helper()
+	args = workerMaintenance(args)
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = c.dir
 	cmd.Env = append(append(os.Environ(), clusterWakeKeys), env...)
@@ -429,4 +433,18 @@ func (c *cluster) runIDs(sql string, args ...any) []string {
 		c.t.Fatalf("%s: %v", sql, err)
 	}
 	return ids
+}
+
+// workerMaintenance adds --maintenance=false to `worker` args that do not
+// set --maintenance themselves.
+func workerMaintenance(args []string) []string {
+	if len(args) == 0 || args[0] != "worker" {
+		return args
+	}
+	for _, a := range args {
+		if a == "--maintenance" || strings.HasPrefix(a, "--maintenance=") {
+			return args
+		}
+	}
+	return append(append([]string(nil), args...), "--maintenance=false")
 }

@@ -118,7 +118,8 @@ func (d *liteDeploy) enqueue(workflow string, input any) string {
 var liteStartedLine = regexp.MustCompile(`(?m)^(worker|server|dev) (\S+) started on `)
 
 // startProc starts `starflow WHAT --db … FLAGS` with extra env and waits
-// for its "started" line.
+// for its "started" line. A worker runs no maintenance unless FLAGS say
+// --maintenance (see workerMaintenance): these tests give it to `dev`.
 func (d *liteDeploy) startProc(what string, env []string, flags ...string) *process {
 	d.t.Helper()
 	args := []string{what, "--db", d.db}
@@ -127,7 +128,7 @@ func (d *liteDeploy) startProc(what string, env []string, flags ...string) *proc
 		// default 127.0.0.1:8480 (and with any other process holding it).
 		args = append(args, "--addr", "127.0.0.1:0")
 	}
-	cmd := exec.Command(binary, append(args, flags...)...)
+	cmd := exec.Command(binary, workerMaintenance(append(args, flags...))...)
 	cmd.Dir = d.dir
 	cmd.Env = append(os.Environ(), env...)
 	p := &process{name: what, cmd: cmd, log: &logBuffer{}, exited: make(chan struct{})}

@@ -10,7 +10,7 @@ import (
 
 // TestTimersSurviveEveryProcessDownPostgres is the PostgreSQL variant of
 // TestTimersSurviveEveryProcessDown (issue 5, Acceptance): 1,000 runs wait
-// on timers 5–10 s away; two workers (runners only, no maintenance) park
+// on timers 5–10 s away; two workers (--maintenance=false: runners only) park
 // them; once the database shows all of them parked, both workers are
 // SIGKILLed; after the last deadline, `starflow server` (whose timer
 // poller fires every overdue timer in its first pass) and a new worker

@@ -26,7 +26,7 @@ output: "${{ variables.n }}"
 
 // TestTimersSurviveEveryProcessDown (issue 5, Acceptance): 1,000 runs
 // each wait on a timer 5–10 s away (random per run). A worker — a runner
-// without maintenance, so no timer can fire — parks them all; once the
+// with --maintenance=false, so no timer can fire — parks them all; once the
 // database shows every run parked (no lease held), the worker is
 // SIGKILLed, and nothing runs until the last deadline has passed. Then
 // `starflow dev` starts: its timer poller's first pass fires every overdue
@@ -54,7 +54,7 @@ func TestTimersSurviveEveryProcessDown(t *testing.T) {
 	})
 	t.Logf("%d runs parked %s after the first enqueue", n, time.Since(start).Round(time.Millisecond))
 	if woken := d.count(`SELECT count(*) FROM workflow_run_events WHERE event_type = 'wake_received'`); woken != 0 {
-		t.Fatalf("%d wakes before any maintenance ran (the worker has no timer poller)", woken)
+		t.Fatalf("%d wakes before any maintenance ran (the worker runs no maintenance)", woken)
 	}
 	worker.kill(t)
 	killedAt := time.Now()

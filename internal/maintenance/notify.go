@@ -36,7 +36,8 @@ type NotifyConfig struct {
 	// Interval between passes. Default 1 s. One pass also runs at Start.
 	Interval time.Duration
 	// RetryMin and RetryMax bound the wait before the next try after a
-	// failed one: RetryMin × 2^(tries-1), at most RetryMax, ±20% jitter.
+	// failed one: RetryMin × 2^(tries-1), at most RetryMax, ±20% jitter
+	// within that cap (never above it).
 	// Defaults 1 s and 10 min.
 	RetryMin, RetryMax time.Duration
 	// Timeout bounds one delivery. Default 10 s.

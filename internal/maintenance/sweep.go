@@ -26,7 +26,8 @@ type SweepConfig struct {
 	Interval time.Duration
 	// RetryMin and RetryMax bound the backoff before the next attempt of a
 	// run whose runner was lost: RetryMin × 2^(attempt-1), at most
-	// RetryMax, ±20% jitter. Defaults 1 s and 5 min.
+	// RetryMax, ±20% jitter within that cap (never above it). Defaults 1 s
+	// and 5 min.
 	RetryMin, RetryMax time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger

@@ -25,7 +25,18 @@ const (
 	// heartbeatTimeoutFraction: one heartbeat call may take at most this
 	// fraction of the TTL, well under it.
 	heartbeatTimeoutFraction = 3
+	// selfStopMarginFraction: the runner stops a run TTL/10 before its
+	// lease could expire, i.e. 0.9 × TTL after the last successful claim
+	// or renewal was sent.
+	selfStopMarginFraction = 10
 )
+
+// MaxHeartbeat is the longest heartbeat interval allowed with lease TTL
+// ttl: half of it. The runner stops a run 0.9 × TTL after it sent the
+// last renewal that succeeded, so a heartbeat of at most TTL/2 leaves
+// 0.4 × TTL in which a failed renewal is retried (every
+// min(Heartbeat, TTL/10)) before the run is given up.
+func MaxHeartbeat(ttl time.Duration) time.Duration { return ttl / 2 }
 
 // Config configures a Runner.
 type Config struct {
@@ -44,8 +55,10 @@ type Config struct {
 	// LeaseTTL is how long a claim or heartbeat holds the lease. Default
 	// 30 s.
 	LeaseTTL time.Duration
-	// Heartbeat is the lease refresh interval. Default 10 s; must be below
-	// LeaseTTL.
+	// Heartbeat is the lease refresh interval, measured from the moment
+	// the last successful claim or renewal was sent. Default 10 s, or
+	// LeaseTTL/3 when 10 s is more than half of LeaseTTL; at most
+	// MaxHeartbeat(LeaseTTL) (half the TTL).
 	Heartbeat time.Duration
 	// PollInterval is how often an idle runner looks for work when no
 	// signal arrives. Default 200 ms.
@@ -69,7 +82,7 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = HeartbeatDefault
-		if c.Heartbeat >= c.LeaseTTL {
+		if c.Heartbeat > MaxHeartbeat(c.LeaseTTL) {
 			c.Heartbeat = c.LeaseTTL / 3
 		}
 	}
@@ -85,16 +98,28 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports a configuration error.
+// Validate reports a configuration error: a duration that is not
+// positive, a heartbeat longer than half the lease TTL, a concurrency
+// below 1.
 func (c Config) Validate() error {
-	if c.Heartbeat >= c.LeaseTTL {
-		return fmt.Errorf("runner: heartbeat %s must be shorter than the lease TTL %s", c.Heartbeat, c.LeaseTTL)
+	if c.LeaseTTL <= 0 || c.Heartbeat <= 0 || c.PollInterval <= 0 {
+		return fmt.Errorf("runner: lease TTL (%s), heartbeat (%s) and poll interval (%s) must be positive", c.LeaseTTL, c.Heartbeat, c.PollInterval)
+	}
+	if err := CheckHeartbeat(c.LeaseTTL, c.Heartbeat); err != nil {
+		return fmt.Errorf("runner: %w", err)
 	}
 	if c.Concurrency < 1 {
 		return fmt.Errorf("runner: concurrency must be at least 1")
 	}
-	if c.LeaseTTL <= 0 || c.Heartbeat <= 0 || c.PollInterval <= 0 {
-		return fmt.Errorf("runner: lease TTL (%s), heartbeat (%s) and poll interval (%s) must be positive", c.LeaseTTL, c.Heartbeat, c.PollInterval)
+	return nil
+}
+
+// CheckHeartbeat refuses a heartbeat longer than MaxHeartbeat(ttl), with
+// a message giving the largest allowed value and the reason.
+func CheckHeartbeat(ttl, heartbeat time.Duration) error {
+	if heartbeat > MaxHeartbeat(ttl) {
+		return fmt.Errorf("heartbeat %s is more than half the lease TTL %s: a run is stopped %s (0.9 × TTL) after its last renewal was sent, so a heartbeat must leave time to retry a failed renewal; use a heartbeat of at most %s or a lease TTL of at least %s",
+			heartbeat, ttl, ttl-ttl/selfStopMarginFraction, MaxHeartbeat(ttl), 2*heartbeat)
 	}
 	return nil
 }
@@ -333,43 +358,50 @@ func (r *Runner) execute(ctx context.Context, cancel context.CancelCauseFunc, ru
 	r.Notify() // a slot is free; a retry may be due
 }
 
-// heartbeat refreshes the lease every Heartbeat. When the store says the
-// lease is lost, or the lease would expire (TTL after the start of the last
-// successful claim or refresh, less a tenth of the TTL) before a refresh
-// succeeds, it cancels the run's context with ErrLeaseLost so the engine
-// stops at once and writes nothing more.
+// heartbeat renews the lease until ctx ends. The lease the database
+// holds ends TTL after the last successful claim or renewal statement ran,
+// which is no earlier than the moment this runner sent it; so the runner's
+// own deadline is measured on its monotonic clock from that moment
+// (validFrom for the claim): the run is cancelled with ErrLeaseLost
+// 0.9 × TTL after it, whatever the heartbeat is doing (a renewal may hang
+// up to its own timeout), so that no step keeps working — calling
+// services — once another runner could have claimed the run. Each
+// successful renewal moves the deadline to 0.9 × TTL after the moment it
+// was sent. Renewals are sent Heartbeat after the last successful one was
+// sent; a failed one is retried every min(Heartbeat, TTL/10) until the
+// deadline. When the store says the lease is lost, the run is cancelled at
+// once.
 func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, runID string, lease starflowtype.Lease, validFrom time.Time, log *slog.Logger) {
-	t := time.NewTicker(r.cfg.Heartbeat)
-	defer t.Stop()
-	// The lease the database holds ends TTL after the start of the last
-	// successful claim or refresh (its statement ran no earlier than that).
-	// The run is cancelled a margin before then, whatever the heartbeat is
-	// doing (a refresh may hang up to its own timeout), so that no step
-	// keeps working — calling services — once another runner could have
-	// claimed the run.
-	margin := r.cfg.LeaseTTL / 10
+	ttl := r.cfg.LeaseTTL
+	hold := ttl - ttl/selfStopMarginFraction
+	retry := min(r.cfg.Heartbeat, ttl/selfStopMarginFraction)
 	expired := func() {
-		log.Warn("lease not renewed in time; stopping run before it expires")
-		cancel(fmt.Errorf("lease not renewed within %s: %w", r.cfg.LeaseTTL, starflowtype.ErrLeaseLost))
+		log.Warn("lease not renewed in time; stopping run before it expires", "lease_ttl", ttl)
+		cancel(fmt.Errorf("lease not renewed within %s: %w", hold, starflowtype.ErrLeaseLost))
 	}
-	expiry := time.AfterFunc(time.Until(validFrom.Add(r.cfg.LeaseTTL-margin)), expired)
+	deadline := validFrom.Add(hold)
+	expiry := time.AfterFunc(time.Until(deadline), expired)
 	defer expiry.Stop()
+	next := time.NewTimer(time.Until(validFrom.Add(r.cfg.Heartbeat)))
+	defer next.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-next.C:
 		}
-		start := time.Now()
-		hctx, hcancel := context.WithTimeout(ctx, r.cfg.LeaseTTL/heartbeatTimeoutFraction)
-		_, err := r.store.RefreshLease(hctx, &state.RefreshLeaseParams{RunID: runID, Lease: lease, LeaseTTL: r.cfg.LeaseTTL})
+		sent := time.Now()
+		hctx, hcancel := context.WithTimeout(ctx, ttl/heartbeatTimeoutFraction)
+		_, err := r.store.RefreshLease(hctx, &state.RefreshLeaseParams{RunID: runID, Lease: lease, LeaseTTL: ttl})
 		hcancel()
 		switch {
 		case err == nil:
 			if !expiry.Stop() {
-				return // the deadline already passed and cancelled the run
+				return // the deadline passed first and cancelled the run
 			}
-			expiry.Reset(time.Until(start.Add(r.cfg.LeaseTTL - margin)))
+			deadline = sent.Add(hold)
+			expiry.Reset(time.Until(deadline))
+			next.Reset(time.Until(sent.Add(r.cfg.Heartbeat)))
 		case errors.Is(err, starflowtype.ErrLeaseLost):
 			log.Warn("lease lost; cancelling run", "error", err)
 			cancel(starflowtype.ErrLeaseLost)
@@ -377,7 +409,8 @@ func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 		case ctx.Err() != nil:
 			return
 		default:
-			log.Warn("heartbeat failed", "error", err)
+			log.Warn("heartbeat failed; retrying", "error", err, "retry_in", retry, "stop_in", time.Until(deadline).Round(time.Millisecond))
+			next.Reset(retry)
 		}
 	}
 }

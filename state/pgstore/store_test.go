@@ -111,8 +111,18 @@ func reopen(t *testing.T, a state.Adapter, hooks []state.TxHook) state.Adapter {
 	return open(t, s.Schema(), hooks)
 }
 
+// share is the statetest Share: another Store on a's schema.
+func share(t *testing.T, a state.Adapter) state.Adapter {
+	t.Helper()
+	s, ok := a.(*pgstore.Store)
+	if !ok {
+		t.Fatalf("share: %T is not a *pgstore.Store", a)
+	}
+	return open(t, s.Schema(), nil)
+}
+
 func TestConformance(t *testing.T) {
-	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen})
+	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen, Share: share})
 }
 
 // TestSchemaIsolation: two stores on two schemas of one database share

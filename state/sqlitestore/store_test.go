@@ -61,8 +61,18 @@ func reopen(t *testing.T, a state.Adapter, hooks []state.TxHook) state.Adapter {
 	return open(t, path.(string), hooks)
 }
 
+// share is the statetest Share: another Store on a's file.
+func share(t *testing.T, a state.Adapter) state.Adapter {
+	t.Helper()
+	path, ok := paths.Load(a)
+	if !ok {
+		t.Fatalf("share: %T was not opened by this test file", a)
+	}
+	return open(t, path.(string), nil)
+}
+
 func TestConformance(t *testing.T) {
-	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen})
+	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen, Share: share})
 }
 
 // TestReopenKeepsCommittedWrites closes the store mid-run and opens the

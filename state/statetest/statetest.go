@@ -27,6 +27,11 @@ type Options struct {
 	// storage. Only durable adapters need it; without it that case is
 	// skipped.
 	Reopen Reopener
+	// Share, when set, opens a second adapter on the storage of a (which
+	// an Opener returned) without closing a, as a second process would
+	// (registering its Close with t.Cleanup). The leader-election cases
+	// then campaign from both; without it, from two candidates of a.
+	Share func(t *testing.T, a state.Adapter) state.Adapter
 }
 
 // Run runs the conformance suite against the adapters open returns (one
@@ -74,6 +79,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("WaitsNonDurable", s.testWaitsNonDurable)
 	t.Run("Sessions", s.testSessions)
 	t.Run("WakeKeys", s.testWakeKeys)
+	t.Run("Leader", s.testLeader)
 }
 
 // suite carries the opener to every case.
