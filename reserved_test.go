@@ -2,6 +2,8 @@ package starflow_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -92,28 +94,50 @@ func TestReservedKeysInOutputsFailTheStep(t *testing.T) {
 	}
 }
 
-// TestReservedKeyInWakePayloadFailsTheWait: a signal's payload becomes the
-// wait step's output; one holding a __celestial key fails the step (and
-// the run) instead of being checkpointed.
-func TestReservedKeyInWakePayloadFailsTheWait(t *testing.T) {
+// TestReservedKeyInWakePayloadRefused: a wake or signal payload becomes
+// the wait step's output, so one holding a __celestial key (also spelled
+// with \u escapes) is refused with ErrPayloadInvalid before the token is
+// spent or the signal delivered; the wait stays pending and the same token
+// then wakes it with a clean payload.
+func TestReservedKeyInWakePayloadRefused(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, starflow.Config{})
+	sink, srv := newNotifySink(t, h.store)
 	h.start()
 	h.apply(`name: payload
 steps:
   - id: w
-    wait: {signal: go}
+    wait: {signal: go, notify: {url: "` + srv.URL + `"}}
+output: "${{ steps.w.output }}"
 `)
 	run := h.enqueue("payload", nil)
+	token, _ := sink.next(t)["token"].(string)
 	awaitParked(t, h, run.ID)
-	if _, err := h.eng.Signal(context.Background(), run.ID, "go", []byte(`{"a": {"__celestialBlob": "x", "size_bytes": 1}}`)); err != nil {
-		t.Fatal(err)
+	for _, bad := range []string{
+		`{"a": {"__celestialBlob": "x", "size_bytes": 1}}`,
+		`[{"\u005f_celestialWait": 1}]`,
+		`{"__celestialX": null}`,
+	} {
+		_, err := h.eng.Wake(context.Background(), token, json.RawMessage(bad))
+		if !errors.Is(err, starflowtype.ErrPayloadInvalid) || !strings.Contains(err.Error(), "reserved key") {
+			t.Fatalf("wake with %s: %v, want ErrPayloadInvalid naming the reserved key", bad, err)
+		}
+		_, err = h.eng.Signal(context.Background(), run.ID, "go", json.RawMessage(bad))
+		if !errors.Is(err, starflowtype.ErrPayloadInvalid) {
+			t.Fatalf("signal with %s: %v, want ErrPayloadInvalid", bad, err)
+		}
+		_, err = h.eng.SignalKey(context.Background(), "go", "k", json.RawMessage(bad))
+		if !errors.Is(err, starflowtype.ErrPayloadInvalid) {
+			t.Fatalf("signal by key with %s: %v, want ErrPayloadInvalid", bad, err)
+		}
 	}
-	end := awaitEnd(t, h, run.ID)
-	if end.Status != starflowtype.RunFailed || !strings.Contains(end.Error, `output holds the reserved key "__celestialBlob" at a`) {
-		t.Fatalf("run %s: %q", end.Status, end.Error)
+	if ws := h.waits(run.ID); len(ws) != 1 || ws[0].Status != starflowtype.WaitPending || !ws[0].ConsumedAt.IsZero() {
+		t.Fatalf("after refused payloads the wait is %+v, want pending", ws[0])
 	}
-	if cps := h.checkpoints(run.ID); len(cps) != 0 {
-		t.Fatalf("%d checkpoints written for a refused payload", len(cps))
+	if w, err := h.eng.Wake(context.Background(), token, json.RawMessage(`{"celestial": true}`)); err != nil || w.Status != starflowtype.WaitWoken {
+		t.Fatalf("the same token with a clean payload: %+v %v", w, err)
+	}
+	if end := awaitEnd(t, h, run.ID); end.Status != starflowtype.RunSucceeded || string(end.Output) != `{"celestial":true}` {
+		t.Fatalf("run %s (%s): output %s", end.Status, end.Error, end.Output)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/starflow/starflow/internal/engine"
 	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/starflowtype"
@@ -130,7 +131,8 @@ func (e *Engine) DeliverNotify(ctx context.Context, w *starflowtype.Wait) error 
 }
 
 // wakePayload checks a wake payload: empty is null; otherwise one JSON
-// value whose numbers are all finite (errors wrap
+// value whose numbers are all finite and with no object key starting with
+// the reserved prefix __celestial (errors wrap
 // starflowtype.ErrPayloadInvalid and say what and where).
 func wakePayload(p json.RawMessage) (json.RawMessage, error) {
 	if len(p) == 0 {
@@ -138,6 +140,9 @@ func wakePayload(p json.RawMessage) (json.RawMessage, error) {
 	}
 	if err := jsonvalue.Validate(p); err != nil {
 		return nil, fmt.Errorf("%w: %w", starflowtype.ErrPayloadInvalid, err)
+	}
+	if err := engine.ReservedKeyIn(p); err != nil {
+		return nil, fmt.Errorf("%w: it holds %w", starflowtype.ErrPayloadInvalid, err)
 	}
 	return p, nil
 }

@@ -77,3 +77,25 @@ func findReserved(v any, path string) (key, at string, ok bool) {
 	}
 	return "", "", false
 }
+
+// ReservedKeyIn reports an error naming the first object key of the JSON
+// document b that starts with the reserved prefix __celestial, and where it
+// is (`the reserved key "__celestialBlob" at body.data[2]`); nil when there
+// is none or b is not JSON. Unlike the check of what a step stores, it
+// decodes b whatever its bytes, so a key spelled with \u escapes is found
+// too: wake and signal payloads are refused with it before a token is
+// spent (the wait would otherwise fail on the payload it delivers).
+func ReservedKeyIn(b []byte) error {
+	v, err := jsonvalue.Decode(b)
+	if err != nil {
+		return nil
+	}
+	key, path, ok := findReserved(v, "")
+	if !ok {
+		return nil
+	}
+	if path = strings.TrimPrefix(path, "."); path == "" {
+		path = "the top level"
+	}
+	return fmt.Errorf("the reserved key %q at %s: keys starting with %s are engine internals", key, path, reservedPrefix)
+}

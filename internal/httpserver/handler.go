@@ -262,7 +262,7 @@ func (h *handler) wake(w http.ResponseWriter, r *http.Request) {
 		// CLI's exit 3), and no hint whether such a wait exists.
 		problem(w, http.StatusUnauthorized, "wake token invalid", "no wait has this token; nothing changed")
 	case errors.Is(err, starflowtype.ErrPayloadInvalid):
-		problem(w, http.StatusBadRequest, "payload invalid", "the wake payload was refused; nothing changed, the token is still usable")
+		problem(w, http.StatusBadRequest, "payload invalid", err.Error()+"; nothing changed, the token is still usable")
 	case errors.As(err, &overLimit):
 		problem(w, http.StatusRequestEntityTooLarge, "payload too large", overLimit.Error()+"; nothing changed")
 	case errors.Is(err, starflowtype.ErrWaitClosed):
