@@ -15,9 +15,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -320,5 +322,85 @@ func TestPostgresKeepsNoWakeSecret(t *testing.T) {
 	}
 	if code := d.wait(t); code != 0 {
 		t.Fatalf("the woken run: exit %d\n%s", code, d.stderr.String())
+	}
+}
+
+// TestKeyFileOfAnotherUserRefused: a key file that other users can read and
+// that this process cannot make owner-only (it belongs to another user) is
+// refused, not used: its secret may already be known. The command runs as
+// the unprivileged user nobody against a root-owned 0644 key file, the way
+// a careless shared deployment would. Needs root to switch users (CI runs
+// as root).
+func TestKeyFileOfAnotherUserRefused(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI must run this test as root (it runs starflow as the user nobody)")
+		}
+		t.Skip("needs root to run starflow as another user")
+	}
+	const nobody = 65534
+	// A folder every user can enter, holding a copy of the binary and the
+	// workflow; a work folder owned by nobody for the database.
+	dir, err := os.MkdirTemp("", "starflow-keyowner-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "starflow")
+	src, err := os.ReadFile(Binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "tiny.yaml"), []byte(kbTiny), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(work, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "shared.wakekeys")
+	if err := os.WriteFile(keyFile, []byte("k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(keyFile, 0o644); err != nil { // past the umask
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "tiny.yaml", "--db", "w.db")
+	cmd.Dir = work
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + work, "STARFLOW_WAKE_KEY_FILE=" + keyFile}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("starflow run as nobody with a root-owned 0644 key file: %v, want a refusal\n%s", err, out)
+	}
+	for _, frag := range []string{keyFile, "0644", "cannot be made owner-only", "refused"} {
+		if !strings.Contains(string(out), frag) {
+			t.Errorf("the refusal does not say %q:\n%s", frag, out)
+		}
+	}
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("the key file changed: %v %v", fi.Mode(), err)
+	}
+	// Nothing ran on that key: the database has no run (or does not exist).
+	if _, err := os.Stat(filepath.Join(work, "w.db")); err == nil {
+		var n int
+		queryRow(t, filepath.Join(work, "w.db"), "SELECT count(*) FROM workflow_runs", &n)
+		if n != 0 {
+			t.Fatalf("%d runs were created with a refused key file", n)
+		}
 	}
 }
