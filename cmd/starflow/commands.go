@@ -41,10 +41,10 @@ func newValidateCmd() *cobra.Command {
 				}
 				if err != nil {
 					bad++
-					fmt.Fprintln(os.Stderr, err.Error())
+					fmt.Fprintln(os.Stderr, termText(err.Error()))
 					continue
 				}
-				fmt.Printf("%s: ok (%s, %d steps, revision %s)\n", path, def.Name, len(def.Steps), def.Revision()[:12])
+				fmt.Printf("%s: ok (%s, %d steps, revision %s)\n", termSafe(path), termSafe(def.Name), len(def.Steps), def.Revision()[:12])
 			}
 			if bad > 0 {
 				return &exitError{code: 1, msg: fmt.Sprintf("%d of %d definitions are invalid", bad, len(args))}
@@ -98,7 +98,7 @@ func newApplyCmd(g *globalFlags) *cobra.Command {
 				if err != nil {
 					return validationExit(err)
 				}
-				fmt.Printf("%s: applied %s revision %s\n", path, d.Name, d.Revision)
+				fmt.Printf("%s: applied %s revision %s\n", termSafe(path), termSafe(d.Name), d.Revision)
 			}
 			return nil
 		},
