@@ -16,7 +16,6 @@ import (
 	"github.com/starflow/starflow/internal/httpserver"
 	"github.com/starflow/starflow/internal/runner"
 	"github.com/starflow/starflow/starflowtype"
-	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/workflow"
 )
 
@@ -169,14 +168,12 @@ func (f *processFlags) resolveHeartbeat(cmd *cobra.Command) error {
 	if cmd.Flags().Lookup("heartbeat") == nil {
 		return nil
 	}
-	if f.leaseTTL <= 0 || f.heartbeat <= 0 {
-		return fmt.Errorf("--lease-ttl (%s) and --heartbeat (%s) must be positive", f.leaseTTL, f.heartbeat)
-	}
+	// Both are positive (checkFlagRanges).
 	if !cmd.Flags().Changed("heartbeat") && f.heartbeat > runner.MaxHeartbeat(f.leaseTTL) {
 		f.heartbeat = f.leaseTTL / 3
 	}
 	if max := runner.MaxHeartbeat(f.leaseTTL); f.heartbeat > max {
-		return fmt.Errorf("--heartbeat %s is more than half of --lease-ttl %s: a run is stopped %s (0.9 × --lease-ttl) after its last lease renewal was sent, and a failed renewal needs time to be retried before then; use --heartbeat %s or less, or --lease-ttl %s or more",
+		return usageError("--heartbeat %s is more than half of --lease-ttl %s: a run is stopped %s (0.9 × --lease-ttl) after its last lease renewal was sent, and a failed renewal needs time to be retried before then; use --heartbeat %s or less, or --lease-ttl %s or more",
 			f.heartbeat, f.leaseTTL, f.leaseTTL-f.leaseTTL/10, max, 2*f.heartbeat)
 	}
 	return nil
@@ -188,9 +185,6 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	ctx := cmd.Context()
 	if err := f.resolveHeartbeat(cmd); err != nil {
 		return err
-	}
-	if f.maintenance && f.leaderTTL < state.LeaderTTLMin {
-		return fmt.Errorf("--leader-ttl %s is below the minimum %s", f.leaderTTL, state.LeaderTTLMin)
 	}
 	if err := f.warm.resolve(cmd); err != nil {
 		return err
