@@ -16,6 +16,7 @@ import (
 	"github.com/starflow/starflow/internal/httpserver"
 	"github.com/starflow/starflow/internal/runner"
 	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/warm/natskv"
 	"github.com/starflow/starflow/workflow"
 )
 
@@ -255,7 +256,7 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	if cfg.WakeURL != "" {
 		fmt.Fprintf(os.Stderr, "wake URL %s\n", cfg.WakeURL)
 	}
-	fmt.Fprintf(os.Stderr, "%s %s started on %s (warm tier: %s)\n", what, eng.RunnerID(), redactURL(g.storeURL()), f.warm.spec)
+	fmt.Fprintf(os.Stderr, "%s %s started on %s (warm tier: %s)\n", what, eng.RunnerID(), redactURL(g.storeURL()), natskv.Redacted(f.warm.spec))
 	<-ctx.Done()
 	signal.Reset(os.Interrupt, syscall.SIGTERM) // a second signal kills at once
 	fmt.Fprintf(os.Stderr, "%s %s stopping (grace %s)\n", what, eng.RunnerID(), f.grace)
