@@ -213,7 +213,7 @@ func TestWarmTierOff(t *testing.T) {
 		t.Fatalf("LiveEvents: %v", err)
 	}
 	hl := h.eng.Health(ctx)
-	if hl.Status != "ok" || hl.Warm != starflow.WarmOK || hl.WarmEnabled {
+	if hl.Status != "ok" || hl.Warm != starflow.WarmNone || hl.WarmEnabled || hl.WarmReachable {
 		t.Fatalf("health: %+v", hl)
 	}
 	h.store.Close()

@@ -10,7 +10,7 @@ import (
 // WarmLevel is the warm tier's drift level on the health answer (SPEC §8):
 // WarmOK, WarmWarning (the oldest unapplied outbox row is older than the
 // warning threshold, default 2 s) or WarmCritical (older than the critical
-// threshold, default 30 s).
+// threshold, default 30 s); WarmNone when the engine has no warm tier.
 type WarmLevel string
 
 // The warm levels.
@@ -18,6 +18,7 @@ const (
 	WarmOK       WarmLevel = "ok"
 	WarmWarning  WarmLevel = "warning"
 	WarmCritical WarmLevel = "critical"
+	WarmNone     WarmLevel = "none"
 )
 
 // Health is the health answer (GET /healthz of `starflow dev|server`).
@@ -35,7 +36,8 @@ type Health struct {
 	// driver's error (which can name the database, its user, a schema or a
 	// SQLSTATE) goes to the engine's log only, never into the answer.
 	StoreError string `json:"store_error,omitempty"`
-	// Warm is ok, warning or critical (always ok without a warm tier).
+	// Warm is ok, warning or critical; none without a warm tier (then
+	// WarmEnabled and WarmReachable are false, and nothing is wrong).
 	Warm WarmLevel `json:"warm"`
 	// WarmEnabled reports whether the engine has a warm store.
 	WarmEnabled bool `json:"warm_enabled"`
@@ -80,6 +82,7 @@ func (e *Engine) Health(ctx context.Context) Health {
 		h.Status, h.StoreOK, h.StoreError = "unavailable", false, HealthStoreUnreachable
 	}
 	if e.tier.mirror == nil {
+		h.Warm = WarmNone
 		return h
 	}
 	h.WarmEnabled = true

@@ -16,7 +16,7 @@ import (
 	"github.com/starflow/starflow/internal/httpserver"
 	"github.com/starflow/starflow/internal/runner"
 	"github.com/starflow/starflow/starflowtype"
-	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/warm/natskv"
 	"github.com/starflow/starflow/workflow"
 )
 
@@ -41,10 +41,10 @@ func newValidateCmd() *cobra.Command {
 				}
 				if err != nil {
 					bad++
-					fmt.Fprintln(os.Stderr, err.Error())
+					fmt.Fprintln(os.Stderr, termText(err.Error()))
 					continue
 				}
-				fmt.Printf("%s: ok (%s, %d steps, revision %s)\n", path, def.Name, len(def.Steps), def.Revision()[:12])
+				fmt.Printf("%s: ok (%s, %d steps, revision %s)\n", termSafe(path), termSafe(def.Name), len(def.Steps), def.Revision()[:12])
 			}
 			if bad > 0 {
 				return &exitError{code: 1, msg: fmt.Sprintf("%d of %d definitions are invalid", bad, len(args))}
@@ -98,7 +98,7 @@ func newApplyCmd(g *globalFlags) *cobra.Command {
 				if err != nil {
 					return validationExit(err)
 				}
-				fmt.Printf("%s: applied %s revision %s\n", path, d.Name, d.Revision)
+				fmt.Printf("%s: applied %s revision %s\n", termSafe(path), termSafe(d.Name), d.Revision)
 			}
 			return nil
 		},
@@ -169,14 +169,12 @@ func (f *processFlags) resolveHeartbeat(cmd *cobra.Command) error {
 	if cmd.Flags().Lookup("heartbeat") == nil {
 		return nil
 	}
-	if f.leaseTTL <= 0 || f.heartbeat <= 0 {
-		return fmt.Errorf("--lease-ttl (%s) and --heartbeat (%s) must be positive", f.leaseTTL, f.heartbeat)
-	}
+	// Both are positive (checkFlagRanges).
 	if !cmd.Flags().Changed("heartbeat") && f.heartbeat > runner.MaxHeartbeat(f.leaseTTL) {
 		f.heartbeat = f.leaseTTL / 3
 	}
 	if max := runner.MaxHeartbeat(f.leaseTTL); f.heartbeat > max {
-		return fmt.Errorf("--heartbeat %s is more than half of --lease-ttl %s: a run is stopped %s (0.9 × --lease-ttl) after its last lease renewal was sent, and a failed renewal needs time to be retried before then; use --heartbeat %s or less, or --lease-ttl %s or more",
+		return usageError("--heartbeat %s is more than half of --lease-ttl %s: a run is stopped %s (0.9 × --lease-ttl) after its last lease renewal was sent, and a failed renewal needs time to be retried before then; use --heartbeat %s or less, or --lease-ttl %s or more",
 			f.heartbeat, f.leaseTTL, f.leaseTTL-f.leaseTTL/10, max, 2*f.heartbeat)
 	}
 	return nil
@@ -188,9 +186,6 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	ctx := cmd.Context()
 	if err := f.resolveHeartbeat(cmd); err != nil {
 		return err
-	}
-	if f.maintenance && f.leaderTTL < state.LeaderTTLMin {
-		return fmt.Errorf("--leader-ttl %s is below the minimum %s", f.leaderTTL, state.LeaderTTLMin)
 	}
 	if err := f.warm.resolve(cmd); err != nil {
 		return err
@@ -261,7 +256,7 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	if cfg.WakeURL != "" {
 		fmt.Fprintf(os.Stderr, "wake URL %s\n", cfg.WakeURL)
 	}
-	fmt.Fprintf(os.Stderr, "%s %s started on %s (warm tier: %s)\n", what, eng.RunnerID(), redactURL(g.storeURL()), f.warm.spec)
+	fmt.Fprintf(os.Stderr, "%s %s started on %s (warm tier: %s)\n", what, eng.RunnerID(), redactURL(g.storeURL()), natskv.Redacted(f.warm.spec))
 	<-ctx.Done()
 	signal.Reset(os.Interrupt, syscall.SIGTERM) // a second signal kills at once
 	fmt.Fprintf(os.Stderr, "%s %s stopping (grace %s)\n", what, eng.RunnerID(), f.grace)

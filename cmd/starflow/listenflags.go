@@ -44,12 +44,7 @@ func (l *listenFlags) resolve(cmd *cobra.Command) error {
 	if err := (httpserver.ServerConfig{AllowedHosts: l.allowedHosts}).Validate(); err != nil {
 		return fmt.Errorf("--allowed-host (or %s): %w", envAllowedHosts, err)
 	}
-	if l.wakeRate < 0 {
-		return fmt.Errorf("--wake-rate %g: must not be negative (0 turns the limit off)", l.wakeRate)
-	}
-	if l.wakeRate > 0 && l.wakeBurst < 1 {
-		return fmt.Errorf("--wake-burst %d: must be at least 1", l.wakeBurst)
-	}
+	// --wake-rate and --wake-burst: checkFlagRanges.
 	if h := l.clientIPHeader; h != "" && strings.ContainsAny(h, " :\t\r\n") {
 		return fmt.Errorf("--client-ip-header %q: want a header name such as X-Forwarded-For", h)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/starflow/starflow/warm"
+	"github.com/starflow/starflow/warm/natskv"
 	"github.com/starflow/starflow/warm/warmopen"
 )
 
@@ -54,14 +55,14 @@ GET /live/runs/ID instead.`,
 			defer ws.Close()
 			e, err := ws.GetRun(ctx, args[0])
 			if errors.Is(err, warm.ErrNotFound) {
-				return fmt.Errorf("run %s is not in the warm tier (%s); runs show reads the cold store", args[0], spec)
+				return fmt.Errorf("run %s is not in the warm tier (%s); runs show reads the cold store", args[0], natskv.Redacted(spec))
 			}
 			if err != nil {
-				return fmt.Errorf("warm tier %s: %w", spec, err)
+				return fmt.Errorf("warm tier %s: %w", natskv.Redacted(spec), err)
 			}
 			ps, err := ws.ListProgress(ctx, args[0])
 			if err != nil {
-				return fmt.Errorf("warm tier %s: %w", spec, err)
+				return fmt.Errorf("warm tier %s: %w", natskv.Redacted(spec), err)
 			}
 			if *asJSON {
 				if ps == nil {

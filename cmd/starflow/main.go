@@ -20,7 +20,7 @@ func main() {
 func run() (code int) {
 	defer func() {
 		if p := recover(); p != nil {
-			fmt.Fprintf(os.Stderr, "starflow: internal error: %v (please report it)\n", p)
+			fmt.Fprintf(os.Stderr, "starflow: internal error: %s (please report it)\n", termSafe(fmt.Sprint(p)))
 			code = 70
 		}
 	}()
@@ -31,12 +31,12 @@ func run() (code int) {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
-				fmt.Fprintln(os.Stderr, "starflow: "+ee.msg)
+				fmt.Fprintln(os.Stderr, "starflow: "+termText(ee.msg))
 			}
 			return ee.code
 		}
 		// Library errors may carry their own "starflow: " prefix.
-		fmt.Fprintln(os.Stderr, "starflow: "+strings.TrimPrefix(oneLine(err.Error()), "starflow: "))
+		fmt.Fprintln(os.Stderr, "starflow: "+termSafe(strings.TrimPrefix(oneLine(err.Error()), "starflow: ")))
 		return 1
 	}
 	return 0

@@ -27,14 +27,14 @@ func waitsFor(w *starflowtype.Wait) string {
 	case starflowtype.WaitTimer:
 		s = "timer until " + fmtTime(w.WakeAt)
 	case starflowtype.WaitApproval:
-		s = "approval (signal " + w.Signal + ")"
+		s = "approval (signal " + termSafe(w.Signal) + ")"
 	case starflowtype.WaitChild:
-		s = "child run " + w.CorrelationKey
+		s = "child run " + termSafe(w.CorrelationKey)
 	default:
-		s = "signal " + w.Signal
+		s = "signal " + termSafe(w.Signal)
 	}
 	if w.CorrelationKey != "" && w.Kind != starflowtype.WaitChild {
-		s += " with correlation key " + w.CorrelationKey
+		s += " with correlation key " + termSafe(w.CorrelationKey)
 	}
 	if !w.ExpiresAt.IsZero() {
 		s += ", timing out at " + fmtTime(w.ExpiresAt)
@@ -71,9 +71,9 @@ func wakeHow(runID string, w *starflowtype.Wait, storeArg string) string {
 	case starflowtype.WaitTimer:
 		return "it fires at " + fmtTime(w.WakeAt) + " (in " + until(w.WakeAt) + ") in a process with a timer poller: this `starflow run` while it waits, or the maintenance leader among `starflow dev`, `worker` and `server`"
 	case starflowtype.WaitChild:
-		return "it wakes when child run " + w.CorrelationKey + " ends (starflow runs show " + w.CorrelationKey + ")"
+		return "it wakes when child run " + termSafe(w.CorrelationKey) + " ends (starflow runs show " + termSafe(w.CorrelationKey) + ")"
 	}
-	s := fmt.Sprintf("wake it: starflow signal %s %s --payload %s%s", runID, w.Signal, samplePayload(w), storeArg)
+	s := fmt.Sprintf("wake it: starflow signal %s %s --payload %s%s", runID, termSafe(w.Signal), samplePayload(w), storeArg)
 	if len(w.Notify) > 0 {
 		s += fmt.Sprintf("; or with the token sent to its notify URL: starflow wake TOKEN --payload %s%s (or POST the payload to the wake_url it received)",
 			samplePayload(w), storeArg)

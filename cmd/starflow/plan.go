@@ -52,12 +52,12 @@ Nothing is written.`,
 			}
 			switch {
 			case p.CurrentRevision == "":
-				fmt.Printf("%s: new workflow %s (revision %s); no runs yet\n", args[0], p.Workflow, p.NewRevision[:12])
+				fmt.Printf("%s: new workflow %s (revision %s); no runs yet\n", termSafe(args[0]), termSafe(p.Workflow), p.NewRevision[:12])
 				return nil
 			case !p.Changed:
-				fmt.Printf("%s: %s revision %s is already current\n", args[0], p.Workflow, p.NewRevision[:12])
+				fmt.Printf("%s: %s revision %s is already current\n", termSafe(args[0]), termSafe(p.Workflow), p.NewRevision[:12])
 			default:
-				fmt.Printf("%s: %s revision %s → %s\n", args[0], p.Workflow, p.CurrentRevision[:12], p.NewRevision[:12])
+				fmt.Printf("%s: %s revision %s → %s\n", termSafe(args[0]), termSafe(p.Workflow), p.CurrentRevision[:12], p.NewRevision[:12])
 			}
 			fmt.Printf("in-flight runs that can move onto it: %d; that cannot: %d\n", len(p.Movable), len(p.Blocked))
 			tw := newTable(os.Stdout, "RUN", "STATUS", "REVISION", "CAN MOVE", "REASON")

@@ -77,7 +77,7 @@ func newProgress(w *os.File, store state.Adapter, runID string, total int) *prog
 }
 
 func (p *progress) header(name, revision string) {
-	fmt.Fprintf(p.w, "run of %s (revision %s)\n", name, revision[:12])
+	fmt.Fprintf(p.w, "run of %s (revision %s)\n", termSafe(name), revision[:12])
 }
 
 // follow polls the run's events until ctx is done, then drains what is
@@ -142,7 +142,7 @@ func (p *progress) showWaits(ctx context.Context) {
 		p.waitShown = true
 		p.line(fmt.Sprintf("  ⏸ %-24s %-9s waiting for %s\n    %s", stepLabel(w), "paused", waitsFor(w), wakeHow(p.runID, w, p.storeArg)))
 		if p.bar != nil {
-			p.bar.Describe("paused at " + stepLabel(w))
+			p.bar.Describe("paused at " + termSafe(stepLabel(w)))
 		}
 	}
 }
@@ -155,7 +155,7 @@ func (p *progress) show(ev *starflowtype.Event) {
 			p.started[k] = ev.CreatedAt
 		}
 		if p.bar != nil {
-			p.bar.Describe("running " + ev.NodeID)
+			p.bar.Describe("running " + termSafe(ev.NodeID))
 		}
 	case starflowtype.EventNodeRetry:
 		var pl struct {
@@ -218,7 +218,7 @@ func (p *progress) line(s string) {
 	if p.bar != nil {
 		_ = p.bar.Clear()
 	}
-	fmt.Fprintln(p.w, s)
+	fmt.Fprintln(p.w, termText(s))
 }
 
 // finish prints the outcome; run is nil when waiting was interrupted.
@@ -237,15 +237,15 @@ func (p *progress) finish(run *starflowtype.Run) {
 	dur := time.Duration(run.DurationMS) * time.Millisecond
 	fmt.Fprintf(p.w, "run %s %s in %s\n", run.ID, run.Status, dur)
 	if run.Status == starflowtype.RunSucceeded && len(run.Output) > 0 && string(run.Output) != "null" {
-		fmt.Fprintf(p.w, "output: %s\n", run.Output)
+		fmt.Fprintf(p.w, "output: %s\n", termSafe(string(run.Output)))
 	}
 }
 
 func name(ev *starflowtype.Event) string {
 	if ev.ScopePath == "" {
-		return ev.NodeID
+		return termSafe(ev.NodeID)
 	}
-	return ev.ScopePath + "/" + ev.NodeID
+	return termSafe(ev.ScopePath + "/" + ev.NodeID)
 }
 
 func statusOf(t starflowtype.EventType) string {

@@ -55,6 +55,8 @@ func newRootCmd() *cobra.Command {
 		Long:          "Starflow runs declarative workflows (YAML/JSON graphs of steps) durably:\nevery step commits a checkpoint to the store, so a run survives the crash of the process executing it.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Before any command runs: one store named, numeric flags in range.
+		PersistentPreRunE: checkCommandLine,
 	}
 	root.PersistentFlags().StringVar(&g.store, "store", "", "store URL: postgres://USER@HOST:PORT/DB[?schema=NAME] or sqlite://PATH (env "+envStore+")")
 	root.PersistentFlags().StringVar(&g.db, "db", "", "SQLite database file, shorthand for --store sqlite://PATH (env "+envDB+", default "+defaultDB+")")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -84,7 +85,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 					{"attempt_started_at", fmtTime(r.AttemptStartedAt)},
 					{"completed_at", fmtTime(r.CompletedAt)}, {"duration", runDuration(r)},
 					{"phase", r.Phase}, {"dead_lettered", fmt.Sprint(r.DeadLettered)},
-					{"input", string(r.Input)}, {"output", string(r.Output)}, {"error", r.Error},
+					{"input", compactJSON(r.Input)}, {"output", compactJSON(r.Output)}, {"error", r.Error},
 				}
 				if r.Status == starflowtype.RunPaused {
 					// What it waits for, after claim_state.
@@ -127,7 +128,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 				if asJSON {
 					return printJSON(map[string]any{"run": r, "steps": orEmptySlice(steps), "checkpoints": orEmptySlice(cps)})
 				}
-				fmt.Printf("run %s  %s  %s  attempt %d\n", r.ID, r.WorkflowName, r.Status, r.Attempt)
+				fmt.Printf("run %s  %s  %s  attempt %d\n", r.ID, termSafe(r.WorkflowName), r.Status, r.Attempt)
 				tw := newTable(os.Stdout, "ATTEMPT", "SCOPE", "STEP", "KIND", "STATUS", "TRIES", "DURATION", "ERROR")
 				succeeded := 0
 				for _, s := range steps {
@@ -207,9 +208,24 @@ func getRun(cmd *cobra.Command, store state.Adapter, id string) (*starflowtype.R
 }
 
 func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := os.Stdout.Write(jsonSafe(buf.Bytes()))
+	return err
+}
+
+// compactJSON is a stored JSON value on one line (an input given as a
+// file keeps its line breaks in the store).
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
 }
 
 func orEmptySlice[T any](s []T) []T {
@@ -231,7 +247,7 @@ func newTable(w io.Writer, header ...string) *table {
 
 func (t *table) row(cols ...string) {
 	for i := range cols {
-		cols[i] = strings.ReplaceAll(cols[i], "\t", " ")
+		cols[i] = termSafe(cols[i])
 	}
 	fmt.Fprintln(t.tw, strings.Join(cols, "\t"))
 }

@@ -116,18 +116,18 @@ for (a typo?) is held too, with a warning on stderr naming the signals it does w
 				return err
 			}
 			if w := res.Wait; w != nil {
-				fmt.Printf("signal %s woke wait %s (step %s) of run %s\n", name, w.ID, stepLabel(w), w.RunID)
+				fmt.Printf("signal %s woke wait %s (step %s) of run %s\n", termSafe(name), w.ID, stepLabel(w), w.RunID)
 				return nil
 			}
 			to := "run " + runID
 			if runID == "" {
-				to = "correlation key " + key
+				to = "correlation key " + termSafe(key)
 			}
 			id := ""
 			if res.Inbox != nil {
 				id = " (inbox entry " + res.Inbox.ID + ")"
 			}
-			fmt.Printf("signal %s is held in the wake inbox for %s%s: no wait for it yet; it wakes the wait when it registers\n", name, to, id)
+			fmt.Printf("signal %s is held in the wake inbox for %s%s: no wait for it yet; it wakes the wait when it registers\n", termSafe(name), termSafe(to), id)
 			if runID != "" {
 				warnUnknownSignal(cmd, eng, runID, name)
 			}
@@ -143,9 +143,9 @@ for (a typo?) is held too, with a warning on stderr naming the signals it does w
 // stepLabel is a wait's step as scope/step.
 func stepLabel(w *starflowtype.Wait) string {
 	if w.ScopePath == "" {
-		return w.StepID
+		return termSafe(w.StepID)
 	}
-	return w.ScopePath + "/" + w.StepID
+	return termSafe(w.ScopePath + "/" + w.StepID)
 }
 
 // warnUnknownSignal prints a warning on stderr when no wait step of the
@@ -176,7 +176,7 @@ func warnUnknownSignal(cmd *cobra.Command, eng *starflow.Engine, runID, name str
 		waits = "it waits for: " + strings.Join(names, ", ")
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "warning: no wait step of run %s's definition %s waits for signal %q; %s\n",
-		runID, row.Name, name, waits)
+		termSafe(runID), termSafe(row.Name), name, termSafe(waits))
 }
 
 // waitSignalNames lists, sorted and without repeats, the signal names the

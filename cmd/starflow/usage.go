@@ -2,11 +2,19 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/workflow"
 )
 
 // exitUsage is the exit status of a command line refused before anything
@@ -46,4 +54,135 @@ func checkEnum(flag, value string, valid []string, optional bool) error {
 		return nil
 	}
 	return usageError("--%s %q is not a valid value: use one of %s", flag, value, strings.Join(valid, ", "))
+}
+
+// checkCommandLine is the root's PersistentPreRunE: what every command
+// line must satisfy before a command runs — one store named, and each
+// numeric flag within its range (checkFlagRanges).
+func checkCommandLine(cmd *cobra.Command, _ []string) error {
+	f := cmd.Flags()
+	if f.Changed("db") && f.Changed("store") {
+		db, _ := f.GetString("db")
+		store, _ := f.GetString("store")
+		return usageError("--db %s and --store %s both name the store: give one (--db PATH is short for --store sqlite://PATH)", db, redactURL(store))
+	}
+	if !f.Changed("db") && !f.Changed("store") && os.Getenv(envStore) != "" && os.Getenv(envDB) != "" {
+		return usageError("%s and %s are both set and name the store: unset one, or give --store or --db (a flag replaces them)", envStore, envDB)
+	}
+	return checkFlagRanges(cmd)
+}
+
+// flagRange is the valid range of a numeric flag: values of min or more
+// (more than min when exclusive), in the flag's unit (nanoseconds for a
+// duration). note says what the boundary means, for the refusal.
+type flagRange struct {
+	min       float64
+	exclusive bool
+	any       bool // every value is valid
+	note      string
+}
+
+var (
+	positive    = flagRange{min: 0, exclusive: true}
+	nonNegative = flagRange{min: 0}
+	atLeastOne  = flagRange{min: 1}
+	anyValue    = flagRange{any: true}
+)
+
+// flagRanges holds the range of every numeric flag of the CLI, by flag
+// name (a name means the same on every command that has it). A numeric
+// flag missing here is a defect TestEveryNumericFlagHasARange reports.
+var flagRanges = map[string]flagRange{
+	// Runners (run, worker, dev).
+	"lease-ttl":     positive,
+	"heartbeat":     positive,
+	"poll-interval": positive,
+	"grace":         {min: 0, note: "0s releases the leases of runs in flight at once"},
+	"concurrency":   atLeastOne,
+	"step-timeout":  {min: 0, note: "0s is the default, 30s"},
+	// Maintenance (worker, server, dev).
+	"leader-ttl":          {min: float64(state.LeaderTTLMin)},
+	"sweep-interval":      positive,
+	"timer-interval":      positive,
+	"session-gc-interval": positive,
+	// Warm tier.
+	"warm-health-warn":     positive,
+	"warm-health-critical": positive,
+	"warm-sweep-interval":  positive,
+	"presence-interval":    positive,
+	"drain-poll":           {min: 0, note: "0s is the default, 200ms"},
+	"outbox-retention":     {min: 0, note: "0s is the default, 1h"},
+	// Listener.
+	"wake-rate":  {min: 0, note: "0 turns the limit off"},
+	"wake-burst": atLeastOne,
+	// enqueue.
+	"delay":    {min: 0, note: "0s makes the run available at once"},
+	"priority": anyValue, // lower is claimed later
+	// runs list, ledger, events, waits.
+	"limit":   atLeastOne,
+	"attempt": {min: 0, note: "0 shows every attempt"},
+	"after":   {min: 0, note: "0 shows every event"},
+	// The caps of workflow.Limits: 0 is the default, a negative value
+	// lifts the cap.
+	workflow.LimitSourceBytes.Flag[2:]:        anyValue,
+	workflow.LimitInputBytes.Flag[2:]:         anyValue,
+	workflow.LimitPayloadBytes.Flag[2:]:       anyValue,
+	workflow.LimitForEachItems.Flag[2:]:       anyValue,
+	workflow.LimitForEachConcurrency.Flag[2:]: anyValue,
+	workflow.LimitMaxIterations.Flag[2:]:      anyValue,
+	workflow.LimitNestingDepth.Flag[2:]:       anyValue,
+	workflow.LimitForEachInFlight.Flag[2:]:    anyValue,
+}
+
+// checkFlagRanges refuses (exit exitUsage) a numeric flag of cmd whose
+// value is outside its flagRanges entry, naming the flag, the value and
+// the valid range.
+func checkFlagRanges(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+		if err != nil {
+			return
+		}
+		v, ok := numericValue(cmd.Flags(), fl)
+		if !ok {
+			return
+		}
+		r, known := flagRanges[fl.Name]
+		if r.any || !known || v > r.min || v == r.min && !r.exclusive {
+			return // NaN fails every comparison and is refused
+		}
+		min := strconv.FormatFloat(r.min, 'g', -1, 64)
+		if fl.Value.Type() == "duration" {
+			min = time.Duration(r.min).String()
+		}
+		want := min + " or more"
+		if r.exclusive {
+			want = "more than " + min
+		}
+		if r.note != "" {
+			want += " (" + r.note + ")"
+		}
+		err = usageError("--%s %s is out of range: it must be %s (see %s --help)", fl.Name, fl.Value.String(), want, cmd.CommandPath())
+	})
+	return err
+}
+
+// numericValue is fl's value as a float64 (a duration in nanoseconds);
+// false for a flag that is not numeric.
+func numericValue(fs *pflag.FlagSet, fl *pflag.Flag) (float64, bool) {
+	switch fl.Value.Type() {
+	case "duration":
+		d, err := fs.GetDuration(fl.Name)
+		return float64(d), err == nil
+	case "int":
+		n, err := fs.GetInt(fl.Name)
+		return float64(n), err == nil
+	case "int64":
+		n, err := fs.GetInt64(fl.Name)
+		return float64(n), err == nil
+	case "float64":
+		x, err := fs.GetFloat64(fl.Name)
+		return x, err == nil
+	}
+	return 0, false
 }

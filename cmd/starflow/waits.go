@@ -27,7 +27,7 @@ func newRunsWaitsCmd(g *globalFlags, asJSON *bool) *cobra.Command {
 				if *asJSON {
 					return printJSON(orEmptySlice(waits))
 				}
-				fmt.Printf("run %s  %s  %s (%s)\n", r.ID, r.WorkflowName, r.Status, r.ClaimState)
+				fmt.Printf("run %s  %s  %s (%s)\n", r.ID, termSafe(r.WorkflowName), r.Status, r.ClaimState)
 				tw := newTable(os.Stdout, "ID", "ATTEMPT", "STEP", "KIND", "SIGNAL", "STATUS", "WAKE_AT", "EXPIRES_AT", "CONSUMED_AT")
 				for _, w := range waits {
 					sig := w.Signal

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -225,4 +226,36 @@ func TestWarmFlagsRejected(t *testing.T) {
 		t.Fatalf("worker listens without --addr: %s", base)
 	}
 	w.stop(t)
+}
+
+// TestWarmURLCredentialsNeverShown: a NATS URL with a user and password
+// (--warm nats://USER:PASSWORD@HOST:PORT) is shown without them — in the
+// start line, the engine's log and `runs live`'s error — while the warm
+// store it names does not answer.
+func TestWarmURLCredentialsNeverShown(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostPort := l.Addr().String()
+	l.Close() // nothing answers there
+	const password = "pw-6c1e9b3a7d"
+	warmURL := "nats://starflow:" + password + "@" + hostPort
+	dir := t.TempDir()
+	w := startDaemon(t, dir, nil, "worker", "--db", "w.db", "--warm", warmURL, "-v")
+	w.waitStarted(t)
+	w.stop(t)
+	live := starflowCmd(t, dir, nil, "runs", "live", "some-run", "--warm", warmURL)
+	for what, out := range map[string]string{"worker": w.stderr.String(), "runs live": live.stdout + live.stderr} {
+		if strings.Contains(out, password) {
+			t.Errorf("%s shows the NATS password:\n%s", what, out)
+		}
+		if !strings.Contains(out, "nats://"+hostPort) {
+			t.Errorf("%s does not name the warm tier nats://%s:\n%s", what, hostPort, out)
+		}
+	}
+	if live.code == 0 {
+		t.Errorf("runs live with no warm store answering: exit 0")
+	}
 }

@@ -112,14 +112,10 @@ func (w *warmFlags) resolve(cmd *cobra.Command) error {
 	if err := w.listen.resolve(cmd); err != nil {
 		return err
 	}
+	// Each flag's own range is checked before the command runs
+	// (checkFlagRanges).
 	if w.opts.HealthCritical <= w.opts.HealthWarning {
-		return fmt.Errorf("--warm-health-critical (%s) must exceed --warm-health-warn (%s)", w.opts.HealthCritical, w.opts.HealthWarning)
-	}
-	if w.opts.PresenceInterval <= 0 || w.opts.HashSweepInterval <= 0 || w.opts.HealthWarning <= 0 {
-		return fmt.Errorf("--presence-interval, --warm-sweep-interval and --warm-health-warn must be positive")
-	}
-	if w.opts.DrainPoll < 0 || w.opts.OutboxRetention < 0 {
-		return fmt.Errorf("--drain-poll and --outbox-retention must not be negative")
+		return usageError("--warm-health-critical (%s) must exceed --warm-health-warn (%s)", w.opts.HealthCritical, w.opts.HealthWarning)
 	}
 	return nil
 }

@@ -49,8 +49,10 @@ func (p *Policy) Client() *http.Client {
 // a redirect to another origin (scheme, host and port) than the first
 // request's keeps only the Accept and User-Agent headers, and is refused
 // when it would re-send a request body (307, 308). A redirect back to the
-// first request's origin carries its headers again. The new request's
-// address is checked by the dialer like any other.
+// first request's origin carries its headers again — except Authorization,
+// Cookie and the other credentials net/http drops for the rest of the chain
+// once a redirect has left the first host name. The new request's address
+// is checked by the dialer like any other.
 func CheckRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > MaxRedirects {
 		return &RedirectError{Reason: fmt.Sprintf("stopped after %d redirects", MaxRedirects)}

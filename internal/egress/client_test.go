@@ -300,6 +300,44 @@ func TestRedirectBackToFirstOrigin(t *testing.T) {
 	}
 }
 
+// TestRedirectBackAfterAnotherHostKeepsNoCredentials: after a hop to
+// another host name (not the same host on another port), a redirect back
+// to the first origin carries the definition's other headers again but
+// not Authorization or Cookie: net/http drops those for the rest of the
+// chain once a redirect leaves the first host (and its subdomains).
+// docs/security.md ("Egress policy") says so.
+func TestRedirectBackAfterAnotherHostKeepsNoCredentials(t *testing.T) {
+	t.Parallel()
+	var first *countingServer
+	other := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, first.URL+"/final", http.StatusFound)
+	})
+	_, otherPort, _ := net.SplitHostPort(other.Listener.Addr().String())
+	first = newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/start" { // 127.0.0.1 → localhost: another host name
+			http.Redirect(w, r, "http://localhost:"+otherPort+"/bounce", http.StatusFound)
+			return
+		}
+		ok(w, r)
+	})
+	c := New(Config{}).Client()
+	defer c.CloseIdleConnections()
+	if _, err := get(t, c, first.URL+"/start", definitionHeaders()); err != nil {
+		t.Fatal(err)
+	}
+	reqs := first.requests()
+	if len(reqs) != 2 || len(other.requests()) != 1 {
+		t.Fatalf("%d requests at the first origin, %d at the other; want 2 and 1", len(reqs), len(other.requests()))
+	}
+	final := reqs[1]
+	if final.Get("X-Api-Secret") != "custom-secret-value" || final.Get("Idempotency-Key") != "run/scope/step" {
+		t.Errorf("back at the first origin, the definition's other headers are missing: %v", final)
+	}
+	if final.Get("Authorization") != "" || final.Get("Cookie") != "" {
+		t.Errorf("back at the first origin after another host, credentials came back: %v", final)
+	}
+}
+
 func TestRedirectLimit(t *testing.T) {
 	t.Parallel()
 	// /r/N redirects to /r/N+1 until N reaches stop (then answers 200).

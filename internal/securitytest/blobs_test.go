@@ -44,14 +44,7 @@ func kbBigService(t *testing.T, marker string) *httptest.Server {
 // kbOneBlob returns the sha256 and size of the only workflow_blobs row.
 func kbOneBlob(t *testing.T, path string) (sha string, size int) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.QueryRow(`SELECT sha256, size_bytes FROM workflow_blobs`).Scan(&sha, &size); err != nil {
-		t.Fatalf("the victim's blob: %v", err)
-	}
+	queryRow(t, path, `SELECT sha256, size_bytes FROM workflow_blobs`, &sha, &size)
 	return sha, size
 }
 
@@ -67,15 +60,15 @@ func TestForgedBlobReferenceIsNeverDereferenced(t *testing.T) {
 	dir := t.TempDir()
 	const marker = "VICTIM-DATA-7f3a"
 	svc := kbBigService(t, marker)
-	kbWriteFile(t, dir, "victim.yaml", fmt.Sprintf(kbVictim, svc.URL))
-	if r := kbRun(t, dir, nil, "run", "victim.yaml", "--db", "w.db"); r.code != 0 {
+	writeFile(t, dir, "victim.yaml", fmt.Sprintf(kbVictim, svc.URL))
+	if r := runStarflow(t, dir, nil, "run", "victim.yaml", "--db", "w.db"); r.code != 0 {
 		t.Fatalf("victim run: exit %d\n%s", r.code, r.stderr)
 	}
 	db := filepath.Join(dir, "w.db")
 	sha, size := kbOneBlob(t, db)
 	forged := fmt.Sprintf(`{"__celestialBlob":"%s","size_bytes":%d}`, sha, size)
 
-	kbWriteFile(t, dir, "forger.yaml", `name: forger
+	writeFile(t, dir, "forger.yaml", `name: forger
 steps:
   - id: s1
     context_set: {x: 1}
@@ -83,7 +76,7 @@ steps:
     wait: {signal: go}
 output: "${{ steps.s1.output }}"
 `)
-	d := kbStart(t, dir, nil, "run", "forger.yaml", "--db", "w.db")
+	d := startStarflow(t, dir, nil, "run", "forger.yaml", "--db", "w.db")
 	d.waitFor(t, regexp.MustCompile(`waiting for`)) // the wait is registered: s1's checkpoint exists
 	rw, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(10000)")
 	if err != nil {
@@ -106,13 +99,13 @@ output: "${{ steps.s1.output }}"
 	}
 	rw.Close()
 
-	if r := kbRun(t, dir, nil, "signal", runID, "go", "--db", "w.db"); r.code != 0 {
+	if r := runStarflow(t, dir, nil, "signal", runID, "go", "--db", "w.db"); r.code != 0 {
 		t.Fatalf("signal: exit %d\n%s", r.code, r.stderr)
 	}
 	if code := d.wait(t); code != 0 {
 		t.Fatalf("the resumed run: exit %d\n%s", code, d.stderr.String())
 	}
-	show := kbRun(t, dir, nil, "runs", "show", runID, "--db", "w.db", "--json")
+	show := runStarflow(t, dir, nil, "runs", "show", runID, "--db", "w.db", "--json")
 	var run struct {
 		Status string          `json:"status"`
 		Output json.RawMessage `json:"output"`
@@ -141,7 +134,7 @@ output: "${{ steps.s1.output }}"
 		{"runs", "show", runID, "--db", "w.db", "--json"},
 		{"runs", "events", runID, "--db", "w.db"},
 	} {
-		r := kbRun(t, dir, nil, args...)
+		r := runStarflow(t, dir, nil, args...)
 		if r.code != 0 {
 			t.Fatalf("starflow %s: exit %d\n%s", strings.Join(args, " "), r.code, r.stderr)
 		}
@@ -177,21 +170,21 @@ func TestHostileServiceCannotPlantBlobReference(t *testing.T) {
 		fmt.Fprint(w, forged)
 	}))
 	t.Cleanup(svc.Close)
-	kbWriteFile(t, dir, "hostile.yaml", `name: hostile
+	writeFile(t, dir, "hostile.yaml", `name: hostile
 steps:
   - id: fetch
     service_call: {method: GET, url: "`+svc.URL+`"}
     output: "${{ output.body }}"
     retry_policy: {max_attempts: 3, initial_interval: 10ms}
 `)
-	r := kbRun(t, dir, nil, "run", "hostile.yaml", "--db", "w.db")
+	r := runStarflow(t, dir, nil, "run", "hostile.yaml", "--db", "w.db")
 	if r.code != 1 || !strings.Contains(r.stderr, `output holds the reserved key "__celestialBlob" at the top level`) {
 		t.Fatalf("exit %d, want 1 with the reserved key named:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if n := hits.Load(); n != 1 {
 		t.Errorf("the service was called %d times; a refused output is not retried", n)
 	}
-	cells := kbSQLiteCells(t, filepath.Join(dir, "w.db"))
+	cells := sqliteCells(t, filepath.Join(dir, "w.db"))
 	for _, c := range cells {
 		if strings.HasPrefix(c.where, "workflow_run_checkpoints.") {
 			t.Fatalf("a checkpoint was written: %s = %.100s", c.where, c.value)

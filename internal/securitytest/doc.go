@@ -11,7 +11,12 @@
 // limits_test.go (caps on definitions, inputs, payloads and loops).
 //
 // The starflow binary is built once per test binary (TestMain, without
-// -race) into a temporary folder; tests that need it call Binary(t).
+// -race) into a temporary folder; tests that need it call Binary(t). One
+// harness (harness_test.go) serves every file: runStarflow runs the binary
+// to completion, startStarflow and startListener start it as a
+// long-running process, writeFile, newNotifySink, sqliteCells and pgCells
+// (every value of a database), queryRow and pgSchema (a fresh PostgreSQL
+// schema).
 //
 // Import rule: the tests import the public packages (starflow,
 // starflowtype, state, the stores), internal test helpers (pgtest,

@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +24,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/starflow/starflow/internal/pgtest"
 	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/starflowtype"
 )
@@ -76,7 +74,7 @@ var kbTokenChars = regexp.MustCompile(`[A-Za-z0-9+/=_-]{16,}`)
 // from any cell signs a token (for the wait of the notify body, under
 // every key id the database names) that the ring verifies. It returns how
 // many candidate tokens were tried.
-func kbNoUsableSecret(t *testing.T, cells []kbCell, ring []waketoken.Key, runID, waitID string) int {
+func kbNoUsableSecret(t *testing.T, cells []dbCell, ring []waketoken.Key, runID, waitID string) int {
 	t.Helper()
 	for _, c := range cells {
 		for _, k := range ring {
@@ -128,18 +126,11 @@ func kbNoUsableSecret(t *testing.T, cells []kbCell, ring []waketoken.Key, runID,
 func TestLocalUserCannotMintWakeToken(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	sink := kbNewSink(t)
-	kbWriteFile(t, dir, "approval.yaml", strings.Replace(kbApproval, "%s", sink.srv.URL, 1))
-	if r := kbRun(t, dir, nil, "apply", "approval.yaml", "--db", "w.db"); r.code != 0 {
-		t.Fatalf("apply: %s", r.stderr)
-	}
-	r := kbRun(t, dir, nil, "enqueue", "approval", "--db", "w.db")
-	if r.code != 0 {
-		t.Fatalf("enqueue: %s", r.stderr)
-	}
-	runID := strings.TrimSpace(r.stdout)
-	d := kbStart(t, dir, nil, "dev", "--db", "w.db", "--addr", "127.0.0.1:0", "--poll-interval", "50ms")
-	base := d.waitFor(t, kbListening)
+	sink := newNotifySink(t)
+	writeFile(t, dir, "approval.yaml", strings.Replace(kbApproval, "%s", sink.srv.URL, 1))
+	runID := applyAndEnqueue(t, dir, "approval.yaml", "approval", "w.db")
+	d := startStarflow(t, dir, nil, "dev", "--db", "w.db", "--addr", "127.0.0.1:0", "--poll-interval", "50ms")
+	base := d.waitFor(t, listeningRe)
 	body := sink.next(t)
 	token, _ := body["token"].(string)
 	waitID, _ := body["wait_id"].(string)
@@ -151,7 +142,7 @@ func TestLocalUserCannotMintWakeToken(t *testing.T) {
 	db := filepath.Join(dir, "w.db")
 	keyFile := db + ".wakekeys"
 	for _, name := range []string{db, db + "-wal", db + "-shm", keyFile} {
-		if m := kbPerm(t, name); m != 0o600 {
+		if m := perm(t, name); m != 0o600 {
 			t.Errorf("%s has mode %04o, want 0600", filepath.Base(name), m)
 		}
 	}
@@ -163,7 +154,7 @@ func TestLocalUserCannotMintWakeToken(t *testing.T) {
 		t.Fatalf("the notified token does not verify with the key file: %v", err)
 	}
 
-	cells := kbSQLiteCells(t, db)
+	cells := sqliteCells(t, db)
 	tried := kbNoUsableSecret(t, cells, ring, runID, waitID)
 	t.Logf("%d values read from %s; %d candidate tokens refused", len(cells), filepath.Base(db), tried)
 
@@ -201,7 +192,7 @@ func kbPost(t *testing.T, u, body string) int {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	kbReadAll(t, res.Body)
+	readAll(t, res.Body)
 	return res.StatusCode
 }
 
@@ -212,25 +203,25 @@ func kbPost(t *testing.T, u, body string) int {
 func TestReadableDatabaseAndKeyFileAreTightened(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	kbWriteFile(t, dir, "tiny.yaml", kbTiny)
-	if r := kbRun(t, dir, nil, "run", "tiny.yaml", "--db", "w.db"); r.code != 0 {
+	writeFile(t, dir, "tiny.yaml", kbTiny)
+	if r := runStarflow(t, dir, nil, "run", "tiny.yaml", "--db", "w.db"); r.code != 0 {
 		t.Fatalf("first run: %s", r.stderr)
 	}
 	db := filepath.Join(dir, "w.db")
 	for _, name := range []string{db, db + ".wakekeys"} {
-		if m := kbPerm(t, name); m != 0o600 {
+		if m := perm(t, name); m != 0o600 {
 			t.Fatalf("%s created with mode %04o, want 0600", filepath.Base(name), m)
 		}
 		if err := os.Chmod(name, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r := kbRun(t, dir, nil, "run", "tiny.yaml", "--db", "w.db")
+	r := runStarflow(t, dir, nil, "run", "tiny.yaml", "--db", "w.db")
 	if r.code != 0 {
 		t.Fatalf("run on 0644 files: exit %d\n%s", r.code, r.stderr)
 	}
 	for _, name := range []string{"w.db", "w.db.wakekeys"} {
-		if m := kbPerm(t, filepath.Join(dir, name)); m != 0o600 {
+		if m := perm(t, filepath.Join(dir, name)); m != 0o600 {
 			t.Errorf("%s has mode %04o after the run, want 0600", name, m)
 		}
 		if !strings.Contains(r.stderr, "WARN") || !strings.Contains(r.stderr, "file="+name+" ") {
@@ -247,38 +238,17 @@ func TestReadableDatabaseAndKeyFileAreTightened(t *testing.T) {
 // or signs a token the ring verifies.
 func TestPostgresKeepsNoWakeSecret(t *testing.T) {
 	t.Parallel()
-	pgtest.Require(t)
 	ctx := t.Context()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "sec_keys_" + hex.EncodeToString(b[:])
-	u, err := url.Parse(pgtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("schema", schema)
-	u.RawQuery = q.Encode()
-	store := u.String()
-	conn, err := pgx.Connect(ctx, pgtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = conn.Exec(cctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		conn.Close(cctx)
-	})
+	store, conn, schema := pgSchema(t, "sec_keys")
 
 	dir := t.TempDir()
-	sink := kbNewSink(t)
-	kbWriteFile(t, dir, "approval.yaml", strings.Replace(kbApproval, "%s", sink.srv.URL, 1))
+	sink := newNotifySink(t)
+	writeFile(t, dir, "approval.yaml", strings.Replace(kbApproval, "%s", sink.srv.URL, 1))
 	for _, args := range [][]string{
 		{"worker", "--store", store},
 		{"run", "approval.yaml", "--store", store},
 	} {
-		r := kbRun(t, dir, nil, args...)
+		r := runStarflow(t, dir, nil, args...)
 		if r.code == 0 || !strings.Contains(r.stderr, "STARFLOW_WAKE_KEYS") {
 			t.Fatalf("starflow %s without STARFLOW_WAKE_KEYS: exit %d\n%s", args[0], r.code, r.stderr)
 		}
@@ -292,7 +262,7 @@ func TestPostgresKeepsNoWakeSecret(t *testing.T) {
 	_, _ = rand.Read(secret)
 	ring := []waketoken.Key{{ID: "prod-1", Secret: secret}}
 	env := []string{"STARFLOW_WAKE_KEYS=" + waketoken.Format(ring)}
-	d := kbStart(t, dir, env, "run", "approval.yaml", "--store", store)
+	d := startStarflow(t, dir, env, "run", "approval.yaml", "--store", store)
 	body := sink.next(t)
 	token, _ := body["token"].(string)
 	runID, _ := body["run_id"].(string)
@@ -300,7 +270,7 @@ func TestPostgresKeepsNoWakeSecret(t *testing.T) {
 	if _, err := waketoken.Verify(ring, token, time.Now()); err != nil {
 		t.Fatalf("the notified token does not verify with STARFLOW_WAKE_KEYS: %v", err)
 	}
-	cells := kbPGCells(t, conn, schema)
+	cells := pgCells(t, conn, schema)
 	var fp string
 	for _, c := range cells {
 		if c.where == "wake_keys.fingerprint" {
@@ -314,10 +284,10 @@ func TestPostgresKeepsNoWakeSecret(t *testing.T) {
 	t.Logf("%d values read from schema %s; %d candidate tokens refused", len(cells), schema, tried)
 
 	// `starflow wake` verifies with the same ring, and only with it.
-	if r := kbRun(t, dir, nil, "wake", token, "--store", store, "--payload", `{"approved": "yes"}`); r.code == 0 || !strings.Contains(r.stderr, "STARFLOW_WAKE_KEYS") {
+	if r := runStarflow(t, dir, nil, "wake", token, "--store", store, "--payload", `{"approved": "yes"}`); r.code == 0 || !strings.Contains(r.stderr, "STARFLOW_WAKE_KEYS") {
 		t.Fatalf("wake without STARFLOW_WAKE_KEYS: exit %d\n%s", r.code, r.stderr)
 	}
-	if r := kbRun(t, dir, env, "wake", token, "--store", store, "--payload", `{"approved": "yes"}`); r.code != 0 {
+	if r := runStarflow(t, dir, env, "wake", token, "--store", store, "--payload", `{"approved": "yes"}`); r.code != 0 {
 		t.Fatalf("wake with STARFLOW_WAKE_KEYS: exit %d\n%s", r.code, r.stderr)
 	}
 	if code := d.wait(t); code != 0 {

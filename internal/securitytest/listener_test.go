@@ -3,8 +3,6 @@ package securitytest
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -21,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/starflow/starflow/internal/httpserver"
-	"github.com/starflow/starflow/internal/pgtest"
 )
 
 // The HTTP listener of `starflow dev` and `starflow server` against a
@@ -31,11 +28,11 @@ import (
 
 // startDev starts `starflow dev` on a fresh SQLite file in a temporary
 // folder with extra flags.
-func startDev(t *testing.T, extra ...string) (*starflowDaemon, string) {
+func startDev(t *testing.T, extra ...string) (*daemon, string) {
 	t.Helper()
 	dir := t.TempDir()
 	args := append([]string{"dev", "--db", "sec.db", "--addr", "127.0.0.1:0", "--poll-interval", "50ms"}, extra...)
-	return startStarflowDaemon(t, dir, args...), dir
+	return startListener(t, dir, nil, args...), dir
 }
 
 // rawRequest sends one HTTP/1.1 request with the given Host over a new
@@ -172,28 +169,14 @@ func TestListenerRefusesForeignHost(t *testing.T) {
 // the details.
 func TestListenerHealthzHidesDriverText(t *testing.T) {
 	t.Parallel()
-	pgtest.Require(t)
 	ctx := context.Background()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "sec_health_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, pgtest.URL())
+	store, conn, schema := pgSchema(t, "sec_health")
+	u, err := url.Parse(store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		conn.Close(context.Background())
-	})
-	u, err := url.Parse(pgtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("schema", schema)
-	u.RawQuery = q.Encode()
-	d := startStarflowDaemonEnv(t, t.TempDir(), []string{"STARFLOW_WAKE_KEYS=listener:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="},
-		"server", "--store", u.String(), "--addr", "127.0.0.1:0")
+	d := startListener(t, t.TempDir(), []string{"STARFLOW_WAKE_KEYS=listener:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="},
+		"server", "--store", store, "--addr", "127.0.0.1:0")
 
 	res, err := http.Get(d.base + "/healthz")
 	if err != nil {
@@ -206,7 +189,7 @@ func TestListenerHealthzHidesDriverText(t *testing.T) {
 	if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
 		t.Fatal(err)
 	}
-	logged := d.log.match(regexp42P01)
+	logged := d.stderr.match(regexp42P01)
 	res, err = http.Get(d.base + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +212,7 @@ func TestListenerHealthzHidesDriverText(t *testing.T) {
 	select {
 	case <-logged:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("the driver's error is not in the log:\n%s", d.log.String())
+		t.Fatalf("the driver's error is not in the log:\n%s", d.stderr.String())
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 }

@@ -27,7 +27,7 @@ output: "${{ steps.ask.output }}"
 // runState reads a run's status and output with `starflow runs show`.
 func runState(t *testing.T, dir, db, id string) (status string, output json.RawMessage) {
 	t.Helper()
-	r := starflowCLI(t, dir, "runs", "show", id, "--db", db, "--json")
+	r := runStarflow(t, dir, nil, "runs", "show", id, "--db", db, "--json")
 	var run struct {
 		Status string          `json:"status"`
 		Output json.RawMessage `json:"output"`
@@ -41,7 +41,7 @@ func runState(t *testing.T, dir, db, id string) (status string, output json.RawM
 // runCount is how many runs `starflow runs list` shows.
 func runCount(t *testing.T, dir, db string) int {
 	t.Helper()
-	r := starflowCLI(t, dir, "runs", "list", "--db", db, "--json", "--limit", "1000")
+	r := runStarflow(t, dir, nil, "runs", "list", "--db", db, "--json", "--limit", "1000")
 	var runs []map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &runs); err != nil {
 		t.Fatalf("runs list: %v\n%s%s", err, r.stdout, r.stderr)
@@ -70,17 +70,10 @@ func postWake(t *testing.T, wakeURL, body string) (int, map[string]any) {
 func TestNonFiniteNumbersRefusedBeforeConsuming(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	notify := newNotifyReceiver(t)
-	def := writeTestFile(t, dir, "numbers.yaml", strings.Replace(numbersWorkflow, "%s", notify.url, 1))
-	if r := starflowCLI(t, dir, "apply", def, "--db", "n.db"); r.code != 0 {
-		t.Fatalf("apply: %s", r.stderr)
-	}
-	r := starflowCLI(t, dir, "enqueue", "numbers", "--db", "n.db")
-	if r.code != 0 {
-		t.Fatalf("enqueue: %s", r.stderr)
-	}
-	runID := strings.TrimSpace(r.stdout)
-	d := startStarflowDaemon(t, dir, "dev", "--db", "n.db", "--addr", "127.0.0.1:0", "--poll-interval", "50ms")
+	notify := newNotifySink(t)
+	def := writeFile(t, dir, "numbers.yaml", strings.Replace(numbersWorkflow, "%s", notify.srv.URL, 1))
+	runID := applyAndEnqueue(t, dir, def, "numbers", "n.db")
+	d := startListener(t, dir, nil, "dev", "--db", "n.db", "--addr", "127.0.0.1:0", "--poll-interval", "50ms")
 	body := notify.next(t)
 	token, _ := body["token"].(string)
 	wakeURL, _ := body["wake_url"].(string)
@@ -103,33 +96,33 @@ func TestNonFiniteNumbersRefusedBeforeConsuming(t *testing.T) {
 	}
 
 	// CLI wake: exit 2, inline and from a file (with the line).
-	r = starflowCLI(t, dir, "wake", token, "--db", "n.db", "--payload", `{"amount": 1e400}`)
+	r := runStarflow(t, dir, nil, "wake", token, "--db", "n.db", "--payload", `{"amount": 1e400}`)
 	if r.code != 2 || !strings.Contains(r.stderr, "1e400") || !strings.Contains(r.stderr, "$.amount") {
 		t.Fatalf("starflow wake with 1e400: exit %d, stderr %q; want exit 2 naming the number", r.code, r.stderr)
 	}
-	payloadFile := writeTestFile(t, dir, "payload.json", "{\n  \"ok\": true,\n  \"amount\": -1e400\n}\n")
-	r = starflowCLI(t, dir, "wake", token, "--db", "n.db", "--payload", "@"+payloadFile)
+	payloadFile := writeFile(t, dir, "payload.json", "{\n  \"ok\": true,\n  \"amount\": -1e400\n}\n")
+	r = runStarflow(t, dir, nil, "wake", token, "--db", "n.db", "--payload", "@"+payloadFile)
 	if r.code != 2 || !strings.Contains(r.stderr, "line 3") || !strings.Contains(r.stderr, "payload file") {
 		t.Fatalf("starflow wake with a payload file holding -1e400: exit %d, stderr %q", r.code, r.stderr)
 	}
 
 	// CLI signal: exit 2, nothing delivered or held.
-	r = starflowCLI(t, dir, "signal", runID, "go", "--db", "n.db", "--payload", `[1e400]`)
+	r = runStarflow(t, dir, nil, "signal", runID, "go", "--db", "n.db", "--payload", `[1e400]`)
 	if r.code != 2 || !strings.Contains(r.stderr, "out of range") {
 		t.Fatalf("starflow signal with 1e400: exit %d, stderr %q", r.code, r.stderr)
 	}
-	r = starflowCLI(t, dir, "signal", "--correlation-key", "k1", "go", "--db", "n.db", "--payload", `{"x": 1e400}`)
+	r = runStarflow(t, dir, nil, "signal", "--correlation-key", "k1", "go", "--db", "n.db", "--payload", `{"x": 1e400}`)
 	if r.code != 2 {
 		t.Fatalf("starflow signal --correlation-key with 1e400: exit %d, stderr %q", r.code, r.stderr)
 	}
 
 	// Inputs: an error, no run created.
 	before := runCount(t, dir, "n.db")
-	r = starflowCLI(t, dir, "enqueue", "numbers", "--db", "n.db", "--input", `{"qty": 1e400}`)
+	r = runStarflow(t, dir, nil, "enqueue", "numbers", "--db", "n.db", "--input", `{"qty": 1e400}`)
 	if r.code == 0 || !strings.Contains(r.stderr, "$.qty") || !strings.Contains(r.stderr, "out of range") {
 		t.Fatalf("enqueue with 1e400: exit %d, stderr %q", r.code, r.stderr)
 	}
-	r = starflowCLI(t, dir, "run", def, "--db", "n.db", "--input", `{"qty": -1e400}`)
+	r = runStarflow(t, dir, nil, "run", def, "--db", "n.db", "--input", `{"qty": -1e400}`)
 	if r.code == 0 || !strings.Contains(r.stderr, "out of range") {
 		t.Fatalf("run with -1e400: exit %d, stderr %q", r.code, r.stderr)
 	}
@@ -173,9 +166,9 @@ func TestNonFiniteNumberInDefinitionRefused(t *testing.T) {
 		"big.json":   {`{"name": "a", "steps": [{"id": "a", "context_set": {"x": -2e308}}]}`, "big.json:1:58", "number -2e308 is out of range"},
 		"input.yaml": {"name: a\ninput_schema: {type: object, properties: {q: {maximum: .inf}}}\nsteps:\n  - id: a\n    context_set: {x: 1}\n", "input.yaml:2:56", "numbers must be finite"},
 	} {
-		path := writeTestFile(t, dir, name, tc.src)
+		path := writeFile(t, dir, name, tc.src)
 		for _, verb := range []string{"validate", "apply"} {
-			r := starflowCLI(t, dir, verb, path, "--db", "d.db")
+			r := runStarflow(t, dir, nil, verb, path, "--db", "d.db")
 			if r.code == 0 || !strings.Contains(r.stderr, tc.where) || !strings.Contains(r.stderr, tc.what) {
 				t.Errorf("%s %s: exit %d, stderr %q; want %s: %s", verb, name, r.code, r.stderr, tc.where, tc.what)
 			}

@@ -15,11 +15,14 @@ import (
 )
 
 // TestMigrationAttemptStartedAtBackfill: migration 00009 gives existing
-// runs the first start of their current attempt (its first run_started
-// event; started_at for a first attempt whose events are gone; none when
-// the current attempt has not started) and existing step rows their finish
-// or start time as updated_at (as the SQLite store's test of the same
-// name).
+// runs that have not ended the first start of their current attempt (its
+// first run_started event; started_at for a first attempt whose events
+// are gone; none when the current attempt has not started), so their
+// duration is measured from it when they end; a finished run is left as
+// it was (its duration_ms kept, no attempt_started_at). Existing step rows
+// are not rewritten: their updated_at column stays NULL and reads show
+// their finish or start time (as the SQLite store's test
+// of the same name).
 func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -44,6 +47,7 @@ func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 		first, second = "00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002"
 		retrying      = "00000000-0000-0000-0000-000000000003"
 		queued        = "00000000-0000-0000-0000-000000000004"
+		running       = "00000000-0000-0000-0000-000000000005"
 	)
 	t1 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC) // first start
 	t2 := t1.Add(time.Hour)                            // attempt 2 starts
@@ -52,12 +56,14 @@ func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 		sql  string
 		args []any
 	}{
+		{`INSERT INTO workflow_runs (id, workflow_name, attempt, status, started_at, completed_at, duration_ms) VALUES
+		   ($1, 'wf', 1, 'succeeded', $2, $3, 3600000)`, []any{first, t1, t2}},
 		{`INSERT INTO workflow_runs (id, workflow_name, attempt, status, started_at) VALUES
-		   ($1, 'wf', 1, 'succeeded', $5), ($2, 'wf', 2, 'running', $5),
-		   ($3, 'wf', 2, 'interrupted', $5), ($4, 'wf', 1, 'queued', NULL)`, []any{first, second, retrying, queued, t1}},
+		   ($1, 'wf', 1, 'running', $5), ($2, 'wf', 2, 'running', $5),
+		   ($3, 'wf', 2, 'interrupted', $5), ($4, 'wf', 1, 'queued', NULL)`, []any{running, second, retrying, queued, t1}},
 		{`INSERT INTO workflow_run_events (run_id, attempt, event_type, created_at) VALUES
 		   ($1, 1, 'run_started', $3), ($1, 2, 'run_started', $5), ($1, 2, 'run_started', $4),
-		   ($2, 1, 'run_started', $3)`, []any{second, retrying, t1, t2, t3}},
+		   ($2, 1, 'run_started', $3), ($6, 1, 'run_started', $3)`, []any{second, retrying, t1, t2, t3, first}},
 		{`INSERT INTO workflow_steps (run_id, attempt, step_id, kind, status, tries, started_at, finished_at) VALUES
 		   ($1, 1, 'done', 'noop', 'succeeded', 1, $3, $4), ($2, 2, 'open', 'noop', 'running', 1, $5, NULL)`,
 			[]any{first, second, t1, t2, t3}},
@@ -69,7 +75,7 @@ func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for id, want := range map[string]time.Time{first: t1, second: t2, retrying: {}, queued: {}} {
+	for id, want := range map[string]time.Time{first: {}, running: t1, second: t2, retrying: {}, queued: {}} {
 		r, err := s.GetRun(ctx, &state.GetRunParams{ID: id})
 		if err != nil {
 			t.Fatal(err)
@@ -77,6 +83,13 @@ func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 		if !r.AttemptStartedAt.Equal(want) {
 			t.Errorf("run %s: attempt_started_at %v after the migration, want %v", id, r.AttemptStartedAt, want)
 		}
+		if id == first && r.DurationMS != 3600000 {
+			t.Errorf("finished run: duration_ms %d after the migration, want 3600000 kept", r.DurationMS)
+		}
+	}
+	var rewritten int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM workflow_steps WHERE updated_at IS NOT NULL`).Scan(&rewritten); err != nil || rewritten != 0 {
+		t.Errorf("the migration wrote updated_at into %d existing step rows (%v); reads coalesce it", rewritten, err)
 	}
 	for id, want := range map[string]time.Time{first: t2, second: t3} {
 		steps, err := s.ListSteps(ctx, &state.ListStepsParams{RunID: id})

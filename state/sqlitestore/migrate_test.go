@@ -14,10 +14,13 @@ import (
 )
 
 // TestMigrationAttemptStartedAtBackfill: migration 00009 gives existing
-// runs the first start of their current attempt (its first run_started
-// event; started_at for a first attempt whose events are gone; none when
-// the current attempt has not started) and existing step rows their finish
-// or start time as updated_at.
+// runs that have not ended the first start of their current attempt (its
+// first run_started event; started_at for a first attempt whose events
+// are gone; none when the current attempt has not started), so their
+// duration is measured from it when they end; a finished run is left as
+// it was (its duration_ms kept, no attempt_started_at). Existing step rows
+// are not rewritten: their updated_at column stays NULL and reads show
+// their finish or start time.
 func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -39,12 +42,15 @@ func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 		t3 = "2026-01-01T11:30:00.000Z" // attempt 2 continued by another runner
 	)
 	for _, q := range []string{
+		`INSERT INTO workflow_runs (id, workflow_name, attempt, status, started_at, completed_at, duration_ms) VALUES
+		   ('r-first', 'wf', 1, 'succeeded', '` + t1 + `', '` + t2 + `', 3600000)`,
 		`INSERT INTO workflow_runs (id, workflow_name, attempt, status, started_at) VALUES
-		   ('r-first', 'wf', 1, 'succeeded', '` + t1 + `'),
+		   ('r-running', 'wf', 1, 'running', '` + t1 + `'),
 		   ('r-second', 'wf', 2, 'running', '` + t1 + `'),
 		   ('r-retrying', 'wf', 2, 'interrupted', '` + t1 + `'),
 		   ('r-queued', 'wf', 1, 'queued', NULL)`,
 		`INSERT INTO workflow_run_events (run_id, attempt, event_type, created_at) VALUES
+		   ('r-first', 1, 'run_started', '` + t1 + `'),
 		   ('r-second', 1, 'run_started', '` + t1 + `'),
 		   ('r-second', 2, 'run_started', '` + t3 + `'),
 		   ('r-second', 2, 'run_started', '` + t2 + `'),
@@ -70,7 +76,7 @@ func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 		}
 		return tm
 	}
-	for id, want := range map[string]string{"r-first": t1, "r-second": t2, "r-retrying": "", "r-queued": ""} {
+	for id, want := range map[string]string{"r-first": "", "r-running": t1, "r-second": t2, "r-retrying": "", "r-queued": ""} {
 		r, err := s.GetRun(ctx, &state.GetRunParams{ID: id})
 		if err != nil {
 			t.Fatal(err)
@@ -78,6 +84,13 @@ func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 		if !r.AttemptStartedAt.Equal(at(want)) {
 			t.Errorf("run %s: attempt_started_at %v after the migration, want %q", id, r.AttemptStartedAt, want)
 		}
+		if id == "r-first" && r.DurationMS != 3600000 {
+			t.Errorf("finished run: duration_ms %d after the migration, want 3600000 kept", r.DurationMS)
+		}
+	}
+	var rewritten int
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM workflow_steps WHERE updated_at IS NOT NULL`).Scan(&rewritten); err != nil || rewritten != 0 {
+		t.Errorf("the migration wrote updated_at into %d existing step rows (%v); reads coalesce it", rewritten, err)
 	}
 	for id, want := range map[string]string{"r-first": t2, "r-second": t3} {
 		steps, err := s.ListSteps(ctx, &state.ListStepsParams{RunID: id})

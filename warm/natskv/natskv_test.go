@@ -180,6 +180,71 @@ func TestOpenWhileServerDown(t *testing.T) {
 	}
 }
 
+// TestOpenWithCredentialsInURL: a NATS server that requires a user and
+// password (or a token) is reached with them in the URL
+// (nats://USER:PASSWORD@HOST:PORT, nats://TOKEN@HOST:PORT); without them,
+// or with a wrong password, every call fails with ErrUnavailable. No error
+// carries the password or the token (Redacted).
+func TestOpenWithCredentialsInURL(t *testing.T) {
+	const user, password, token = "starflow", "pw-3f9a1c7e5b", "tok-8d2e6a4f0c"
+	for _, c := range []struct {
+		name, good string
+		bad        []string
+		auth       []string
+	}{
+		{"user and password", "nats://" + user + ":" + password + "@", []string{"nats://", "nats://" + user + ":wrong-" + password + "@"}, []string{"--user", user, "--pass", password}},
+		{"token", "nats://" + token + "@", []string{"nats://", "nats://wrong-" + token + "@"}, []string{"--auth", token}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			port := freePort(t)
+			startNATSAt(t, port, t.TempDir(), c.auth...)
+			hostPort := fmt.Sprintf("127.0.0.1:%d", port)
+			o := natskv.Options{OpTimeout: time.Second, ReconnectWait: 50 * time.Millisecond}
+			s, err := natskv.Open(context.Background(), c.good+hostPort, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			var pingErr error
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if pingErr = s.Ping(context.Background()); pingErr == nil {
+					break
+				}
+			}
+			if pingErr != nil {
+				t.Fatalf("Ping with the credentials in the URL: %v", pingErr)
+			}
+			if _, err := s.PutRun(context.Background(), &warm.RunEntry{RunID: "r", Version: 1}, false); err != nil {
+				t.Fatal(err)
+			}
+			for _, bad := range c.bad {
+				s, err := natskv.Open(context.Background(), bad+hostPort, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = s.Ping(context.Background())
+				_ = s.Close()
+				if !errors.Is(err, warm.ErrUnavailable) {
+					t.Fatalf("Ping via %s = %v, want ErrUnavailable", natskv.Redacted(bad+hostPort), err)
+				}
+				if strings.Contains(err.Error(), password) || strings.Contains(err.Error(), token) {
+					t.Fatalf("the error shows the credentials: %v", err)
+				}
+			}
+		})
+	}
+	for in, want := range map[string]string{
+		"nats://u:p@h:4222":                    "nats://h:4222",
+		"nats://tok@h:4222, tls://u:p@h2:4222": "nats://h:4222,tls://h2:4222",
+		"nats://h:4222":                        "nats://h:4222",
+		"nats://u:p%zz@h:4222":                 "nats://h:4222", // not a URL Go parses
+	} {
+		if got := natskv.Redacted(in); got != want {
+			t.Errorf("Redacted(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // TestBucketsRecreated: a server restarted without its data (memory
 // storage) gets its buckets again on the next calls.
 func TestBucketsRecreated(t *testing.T) {
@@ -300,9 +365,10 @@ func freePort(t *testing.T) int {
 
 func startNATS(t *testing.T, port int, dir string) *natsProc { return startNATSAt(t, port, dir) }
 
-// startNATSAt starts nats-server -js on 127.0.0.1:port storing in dir and
-// waits until it accepts connections; it is killed at the test's end.
-func startNATSAt(t *testing.T, port int, dir string) *natsProc {
+// startNATSAt starts nats-server -js on 127.0.0.1:port storing in dir
+// (with extra arguments, e.g. --user and --pass) and waits until it
+// accepts connections; it is killed at the test's end.
+func startNATSAt(t *testing.T, port int, dir string, extra ...string) *natsProc {
 	t.Helper()
 	if port == 4222 {
 		t.Fatal("refusing to start a test server on the shared port 4222")
@@ -312,7 +378,7 @@ func startNATSAt(t *testing.T, port int, dir string) *natsProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-js", "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-sd", dir)
+	cmd := exec.Command(bin, append([]string{"-js", "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-sd", dir}, extra...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)

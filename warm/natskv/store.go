@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,7 +152,25 @@ func Open(ctx context.Context, rawURL string, o Options) (*Store, error) {
 	if err := checkURL(rawURL); err != nil {
 		return nil, err
 	}
-	return open(ctx, rawURL, rawURL, o)
+	return open(ctx, rawURL, Redacted(rawURL), o)
+}
+
+// Redacted is rawURL (one server's URL, or a comma-separated list) without
+// the user information of any server — a user and password
+// (nats://USER:PASSWORD@HOST:PORT) or a token (nats://TOKEN@HOST:PORT) —
+// so that it can be shown in messages and logs: nats://HOST:PORT.
+func Redacted(rawURL string) string {
+	parts := strings.Split(rawURL, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if s := strings.Index(p, "://"); s >= 0 {
+			if at := strings.LastIndex(p, "@"); at > s {
+				p = p[:s+3] + p[at+1:]
+			}
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ",")
 }
 
 func checkURL(rawURL string) error {

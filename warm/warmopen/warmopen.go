@@ -35,7 +35,10 @@ type Options struct {
 //	                   o.DataDir, reached in-process (no TCP port); Close
 //	                   stops it
 //	nats://HOST:PORT   a NATS server with JetStream (also tls://, and a
-//	                   comma-separated list of one cluster's servers)
+//	                   comma-separated list of one cluster's servers);
+//	                   nats://USER:PASSWORD@HOST:PORT or
+//	                   nats://TOKEN@HOST:PORT authenticate (errors show
+//	                   the URL without them: natskv.Redacted)
 //
 // A NATS server that does not answer yet is not an error: the store
 // reconnects by itself and its calls fail with warm.ErrUnavailable until it
@@ -58,7 +61,7 @@ func Open(ctx context.Context, spec string, o Options) (warm.Store, error) {
 	case strings.HasPrefix(spec, "nats://"), strings.HasPrefix(spec, "tls://"):
 		s, err := natskv.Open(ctx, spec, o.NATS)
 		if err != nil {
-			return nil, fmt.Errorf("warm store %s: %w", spec, err)
+			return nil, fmt.Errorf("warm store %s: %w", natskv.Redacted(spec), err)
 		}
 		return s, nil
 	default:
