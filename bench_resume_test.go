@@ -92,7 +92,9 @@ func BenchmarkCheckpointBytes1MiB(b *testing.B) {
 	}
 	ctx := context.Background()
 	store := openBenchStore(b, "NORMAL")
-	eng, err := starflow.New(starflow.Config{Store: store, Logger: quietLogger()})
+	// The input is 1 MiB of text plus its JSON framing, just over the
+	// default cap (limits.input_bytes): raise it as an operator would.
+	eng, err := starflow.New(starflow.Config{Store: store, Logger: quietLogger(), Limits: starflow.Limits{InputBytes: 2 << 20}})
 	if err != nil {
 		b.Fatal(err)
 	}
