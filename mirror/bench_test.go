@@ -53,7 +53,7 @@ func BenchmarkMirrorPostgres(b *testing.B) {
 			var hooks []state.TxHook
 			switch mode {
 			case "noop":
-				hooks = []state.TxHook{func(context.Context, state.Tx, string, *state.Change) error { return nil }}
+				hooks = []state.TxHook{func(context.Context, state.HookTx, *state.Change) error { return nil }}
 			case "hook", "on":
 				hooks = []state.TxHook{mirror.Hook()}
 			}

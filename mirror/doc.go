@@ -28,6 +28,7 @@
 // ListSteps, …) go to the cold adapter; nothing in this package reads warm
 // to answer a cold read.
 //
-// Import rule: state, starflowtype, warm, the Prometheus client and pgx
-// (its ErrNoRows); never a concrete adapter or warm store outside tests.
+// Import rule: state, starflowtype, warm and the Prometheus client; no SQL
+// driver (the hook writes through the store's typed state.HookTx), never
+// a concrete adapter or warm store outside tests.
 package mirror

@@ -41,7 +41,7 @@ func unapplied(t *testing.T, ob state.Outbox) []*state.OutboxRow {
 func TestSameTransaction(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, open func(hooks ...state.TxHook) cold) {
 		ctx := context.Background()
-		failPhase := func(_ context.Context, _ state.Tx, _ string, ch *state.Change) error {
+		failPhase := func(_ context.Context, _ state.HookTx, ch *state.Change) error {
 			if ch.Op == "RecordPhaseIfChanged" {
 				return errors.New("hook fails on purpose")
 			}

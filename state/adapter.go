@@ -77,7 +77,10 @@ type Adapter interface {
 	OnNodeRetry(ctx context.Context, p *NodeRetryParams) error
 	// OnNodeComplete is a step's completion in one transaction: the step row
 	// becomes succeeded, node_complete is appended and the checkpoint row is
-	// written.
+	// written. With p.WithStart it is also the step's start (a step without
+	// external side effects, whose start needs no write of its own): the
+	// try is started as OnNodeStart would (node_start first, ErrConflict and
+	// ErrCancelRequested alike) and completed in the same transaction.
 	OnNodeComplete(ctx context.Context, p *NodeCompleteParams) error
 	// OnNodeError records a terminal step failure: step row failed,
 	// node_error appended.
@@ -291,6 +294,10 @@ type NodeCompleteParams struct {
 	Try     int
 	Output  json.RawMessage // the step's output (stored in the checkpoint)
 	Context json.RawMessage // the context keys the step changed (delta)
+	// WithStart writes the try's start in the same transaction (see
+	// Adapter.OnNodeComplete); Kind is then the step's kind.
+	WithStart bool
+	Kind      string
 }
 
 // NodeErrorParams records a terminal step failure.

@@ -6,31 +6,68 @@ import (
 	"github.com/starflow/starflow/starflowtype"
 )
 
-// Tx is the open transaction of one adapter write, handed to hooks so they
-// can add rows that commit or roll back with it. It is driver-neutral:
-// SQLite adapts a *sql.Tx, PostgreSQL a pgx.Tx. Placeholders are the
-// dialect's own ("?" on SQLite, "$1" on PostgreSQL).
-type Tx interface {
-	// Exec runs a statement and returns the number of rows it affected.
-	Exec(ctx context.Context, query string, args ...any) (int64, error)
-	// Query runs a query returning rows; the caller closes them.
-	Query(ctx context.Context, query string, args ...any) (Rows, error)
-	// QueryRow runs a query expected to return at most one row; Scan
-	// returns ErrNoRows (of the driver) when there is none.
-	QueryRow(ctx context.Context, query string, args ...any) Row
+// HookTx is the open transaction of one adapter write, handed to hooks so
+// they can add rows that commit or roll back with it. It offers typed
+// operations only (no SQL): the store supplies them for its dialect.
+type HookTx interface {
+	// StepsOf lists the step rows of a run's attempt whose status is one
+	// of statuses, ordered by scope path then step id, at most limit
+	// (0 = no limit), as the transaction sees them.
+	StepsOf(ctx context.Context, runID string, attempt int, statuses []starflowtype.StepStatus, limit int) ([]*starflowtype.Step, error)
+	// BumpMirrorVersion increments workflow_runs.mirror_version and sets
+	// mirror_hash = hash when force is set or the stored hash differs.
+	// It returns the version after the write and whether it bumped (the
+	// run not existing is not bumping).
+	BumpMirrorVersion(ctx context.Context, runID, hash string, force bool) (version int64, bumped bool, err error)
+	// AppendOutbox inserts mirror_outbox rows (RunID, Kind, Payload,
+	// Version; ID and CreatedAt are assigned), their ids ascending in
+	// the order given.
+	AppendOutbox(ctx context.Context, rows []*OutboxRow) error
 }
 
-// Row is one result row.
-type Row interface {
-	Scan(dest ...any) error
-}
+// Op names the Adapter method that made a Change (its name, e.g.
+// OpNodeComplete is "OnNodeComplete"), for hooks that log or test; what a
+// write changed is in the Change's fields.
+type Op string
 
-// Rows is a result set.
-type Rows interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-	Close()
+// The Ops of Change.
+const (
+	OpPutDefinition            Op = "PutDefinition"
+	OpEnqueueRun               Op = "EnqueueRun"
+	OpClaimRun                 Op = "ClaimRun"
+	OpRunStart                 Op = "OnRunStart"
+	OpRefreshLease             Op = "RefreshLease"
+	OpNodeStart                Op = "OnNodeStart"
+	OpNodeRetry                Op = "OnNodeRetry"
+	OpNodeComplete             Op = "OnNodeComplete"
+	OpNodeError                Op = "OnNodeError"
+	OpNodeSkipped              Op = "OnNodeSkipped"
+	OpRecordPhase              Op = "RecordPhaseIfChanged"
+	OpRunComplete              Op = "OnRunComplete"
+	OpRunError                 Op = "OnRunError"
+	OpRunCancelled             Op = "OnRunCancelled"
+	OpClearLease               Op = "ClearLease"
+	OpExpireOldLeases          Op = "ExpireOldLeases"
+	OpCancelRun                Op = "CancelRun"
+	OpRequeueRun               Op = "RequeueRun"
+	OpRunPaused                Op = "OnRunPaused"
+	OpRegisterWait             Op = "RegisterWait"
+	OpParkRun                  Op = "ParkRun"
+	OpWakeWait                 Op = "WakeWait"
+	OpSignal                   Op = "Signal"
+	OpFireDueWaits             Op = "FireDueWaits"
+	OpMarkNotified             Op = "MarkNotified"
+	OpSessionSet               Op = "SessionSet"
+	OpDeleteExpiredSessionVars Op = "DeleteExpiredSessionVars"
+	OpAddWakeKey               Op = "AddWakeKey"
+)
+
+// EndedAttempt names an attempt whose open step rows (running, waiting) a
+// write closed in bulk without listing them in Change.Steps: the lease
+// sweep fails them, a cancellation cancels them.
+type EndedAttempt struct {
+	RunID   string
+	Attempt int
 }
 
 // Change describes what one adapter write did, as of the end of its
@@ -38,7 +75,7 @@ type Rows interface {
 // not touch a run, such as PutDefinition); Steps and Events are the rows the
 // write upserted or appended.
 type Change struct {
-	Op    string // the Adapter method, e.g. "OnNodeComplete"
+	Op    Op // the Adapter method, e.g. OpNodeComplete
 	RunID string
 	Run   *starflowtype.Run
 	// Runs lists every run the write changed when it changed several
@@ -56,14 +93,15 @@ type Change struct {
 	SessionVars []*starflowtype.SessionVar
 	// Waits are the workflow_waits rows the write inserted or changed.
 	Waits []*starflowtype.Wait
+	// Ended lists the attempts whose open steps the write closed in bulk.
+	Ended []EndedAttempt
 }
 
 // TxHook runs inside every write transaction of an adapter that wrote
 // something, after the adapter's own writes and before commit. An error
-// rolls the whole transaction back and is returned by the adapter method.
-// Dialect is the adapter's Capabilities().Dialect, so a hook can write SQL
-// that fits.
+// rolls the write back and is returned by the adapter method (a write the
+// store committed together with others' rolls back alone).
 //
 // This is the seam through which the mirror adapter appends mirror_outbox
 // rows in the same transaction as the cold write they mirror (SPEC §8).
-type TxHook func(ctx context.Context, tx Tx, dialect string, ch *Change) error
+type TxHook func(ctx context.Context, tx HookTx, ch *Change) error

@@ -58,3 +58,18 @@ func MustParse(text string) map[string]string {
 	}
 	return q
 }
+
+// MustParseWith is MustParse with every marker /*NAME*/ of markers (keys
+// without the comment delimiters) replaced by its text in every query.
+func MustParseWith(text string, markers map[string]string) map[string]string {
+	q := MustParse(text)
+	var pairs []string
+	for name, with := range markers {
+		pairs = append(pairs, "/*"+name+"*/", with)
+	}
+	r := strings.NewReplacer(pairs...)
+	for name, s := range q {
+		q[name] = r.Replace(s)
+	}
+	return q
+}

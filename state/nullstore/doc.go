@@ -1,14 +1,15 @@
-// Package nullstore is the no-op cold-tier adapter (seed 000's
-// NullWorkflowStateAdapter): it stores nothing. Writes succeed and are
-// discarded, reads find nothing (ErrNotFound or empty lists), and ClaimRun
-// never has a run to claim. Its Capabilities say it is not durable, so the
-// conformance suite (state/statetest) runs only the cases that apply.
+// Package nullstore is the non-durable cold-tier adapter (seed 000's
+// NullWorkflowStateAdapter, made to run workflows): the store core over
+// SQLite in memory (sqlitestore with Path sqlitestore.Memory). It does
+// everything the durable stores do — claims, leases, fencing, waits and
+// wakes, session variables, the outbox, hooks — and passes the same
+// conformance suite (state/statetest) but for the close-and-reopen case,
+// since nothing survives Close or the process: its Capabilities say it is
+// not durable, and an engine on it uses an ephemeral wake-token key.
 //
-// It is for programs that run workflows without a system of record (tests,
-// one-shot tools): nothing survives, nothing is fenced, nothing can be
-// resumed. It runs no state.TxHook, since there is no transaction for a
-// hook to join.
+// It is for programs that run workflows without a system of record
+// (tests, one-shot tools). One Store is one private database; two share
+// nothing.
 //
-// Import rule: imports the standard library, github.com/google/uuid,
-// starflowtype and state; never another adapter or the engine.
+// Import rule: imports state and state/sqlitestore; never the engine.
 package nullstore

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/starflow/starflow/internal/storecore"
 	"github.com/starflow/starflow/state"
 )
 
@@ -29,7 +30,11 @@ type Plan struct {
 // with the same arguments. Operators use it to check that claims walk
 // idx_workflow_runs_claim_pool; the tests do.
 func (s *Store) ExplainClaim(ctx context.Context, p *state.ClaimRunParams) (*Plan, error) {
-	return s.explain(ctx, q("claim_run"), claimArgs(p))
+	args := storecore.ClaimArgs(p)
+	for i, a := range args {
+		args[i] = (*dialect)(nil).Arg(a)
+	}
+	return s.explain(ctx, query("claim_run"), args)
 }
 
 // ExplainSweep returns the plans of the exact statement ExpireOldLeases
@@ -40,7 +45,7 @@ func (s *Store) ExplainSweep(ctx context.Context, p *state.ExpireOldLeasesParams
 	if limit <= 0 {
 		limit = 500
 	}
-	return s.explain(ctx, q("expired_leases"), []any{limit})
+	return s.explain(ctx, query("expired_leases"), []any{limit})
 }
 
 // explain plans query both ways on one connection of the pool. The custom

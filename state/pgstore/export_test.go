@@ -3,16 +3,13 @@ package pgstore
 import (
 	"context"
 	"io/fs"
-	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 )
 
-// The drain and stats statements of outbox.go, for the plan tests.
-const OutboxCandidatesSQL = outboxCandidatesSQL
-
-func OutboxStatsQuery(bounds []time.Duration) (string, []any) { return outboxStatsQuery(bounds) }
+// Query is the statement named name of queries.sql, for the plan tests.
+func Query(name string) string { return query(name) }
 
 // MigrateUpTo creates the store's schema and applies the migrations up to
 // version v only (an older database, for the upgrade tests).
@@ -33,3 +30,8 @@ func MigrateUpTo(ctx context.Context, s *Store, v int64) error {
 	_, err = p.UpTo(ctx, v)
 	return err
 }
+
+// StatementsOnly makes Open build a store whose step writes run statement
+// by statement (the generic path of internal/storecore), not through the
+// dialect's one-statement StepBatcher.
+func StatementsOnly(c *Config) { c.statementsOnly = true }

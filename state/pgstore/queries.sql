@@ -1,8 +1,10 @@
--- PostgreSQL queries of the cold tier, one block per `-- name:` line. They
--- mirror state/sqlitestore/queries.sql statement for statement. Every time
--- comes from the database clock: now(), the start of the transaction, so
--- every row one write touches carries the same time. Durations are bound
--- as whole microseconds ($n::bigint * interval '1 microsecond').
+-- PostgreSQL queries of the cold tier, one block per `-- name:` line, with
+-- the same names and arguments ($1, $2, … in the order internal/storecore
+-- passes them) as state/sqlitestore/queries.sql, and the step writes'
+-- one-statement forms (sw_*) of the StepBatcher. Every time comes from the
+-- database clock: now(), the start of the transaction, so every row one
+-- write touches carries the same time. Durations are bound as whole
+-- microseconds ($n::bigint * interval '1 microsecond').
 
 -- name: fence
 -- The conditional write that fences every runner write (SPEC §4). It must
@@ -24,6 +26,9 @@ UPDATE workflow_runs
  WHERE id = $1 AND leased_by = $2 AND lease_epoch = $3
    AND claim_state IN ('claimed', 'running')
 RETURNING /*run_columns*/;
+
+-- name: now
+SELECT now();
 
 -- name: insert_definition
 -- Storing a revision again keeps its row and makes it the current one.
@@ -165,6 +170,19 @@ ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
  WHERE workflow_steps.status <> 'succeeded' AND workflow_steps.tries < excluded.tries
 RETURNING /*step_columns*/;
 
+-- name: step_start_succeed
+-- A step's start and success in one write (a step without external side
+-- effects): step_start's conditions, the row left succeeded.
+INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
+                            kind, status, tries, started_at, finished_at, duration_ms, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'succeeded', $8, now(), now(), 0, now())
+ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
+   SET status = 'succeeded', tries = excluded.tries, error = NULL,
+       started_at = excluded.started_at, finished_at = excluded.finished_at,
+       duration_ms = 0, updated_at = excluded.updated_at
+ WHERE workflow_steps.status <> 'succeeded' AND workflow_steps.tries < excluded.tries
+RETURNING /*step_columns*/;
+
 -- name: step_retry
 UPDATE workflow_steps SET tries = $1, error = $2, updated_at = now()
  WHERE run_id = $3 AND attempt = $4 AND scope_path = $5 AND step_id = $6 AND status = 'running'
@@ -296,11 +314,6 @@ UPDATE workflow_runs
  WHERE id = $1
 RETURNING coalesce(runner_pool, '');
 
--- name: notify
--- Wakes idle runners (SPEC §7). Delivered when the transaction commits, and
--- never when it rolls back; the payload is the run's pool ('' = any).
-SELECT pg_notify($1, $2);
-
 -- name: get_run
 SELECT /*run_columns*/ FROM workflow_runs WHERE id = $1 AND ($2::text = '' OR workspace_id = $2);
 
@@ -313,17 +326,21 @@ SELECT /*run_columns*/ FROM workflow_runs
  LIMIT $4;
 
 -- name: list_steps
-SELECT run_id::text, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
-       coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)
-  FROM workflow_steps
+SELECT /*step_columns*/ FROM workflow_steps
  WHERE run_id = $1 AND ($2::int = 0 OR attempt = $2)
  ORDER BY attempt, seq;
 
 -- name: get_step
-SELECT run_id::text, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
-       coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)
-  FROM workflow_steps
+SELECT /*step_columns*/ FROM workflow_steps
  WHERE run_id = $1 AND attempt = $2 AND scope_path = $3 AND step_id = $4;
+
+-- name: steps_of
+-- A run's steps of one attempt in given statuses (the mirror hook's
+-- current and ended steps; the workflow_steps_current partial index).
+SELECT /*step_columns*/ FROM workflow_steps
+ WHERE run_id = $1 AND attempt = $2 AND status = ANY ($3::text[])
+ ORDER BY scope_path, step_id
+ LIMIT $4;
 
 -- name: list_events
 -- LIMIT NULL is no limit.
@@ -337,7 +354,7 @@ SELECT id, run_id::text, attempt, event_type, coalesce(node_id, ''), scope_path,
 -- seq is the creation order: the fence serialises a run's writes, so it
 -- also orders checkpoints written by concurrent transactions of one run.
 SELECT run_id::text, scope_path, step_id, attempt, context_json, outputs_json,
-       coalesce(previous_body_ref, ''), created_at, context_blob, outputs_blob
+       coalesce(previous_body_ref, ''), created_at, coalesce(context_blob, ''), coalesce(outputs_blob, '')
   FROM workflow_run_checkpoints
  WHERE run_id = $1 AND ($2::int = 0 OR attempt = $2)
  ORDER BY seq;
@@ -469,7 +486,8 @@ INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, 
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'waiting', 1, now(), now())
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'waiting', finished_at = NULL, duration_ms = NULL, updated_at = excluded.updated_at
- WHERE workflow_steps.status <> 'succeeded';
+ WHERE workflow_steps.status <> 'succeeded'
+RETURNING /*step_columns*/;
 
 -- name: get_wait
 SELECT /*wait_columns*/ FROM workflow_waits WHERE id = $1;
@@ -495,11 +513,6 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $14, $15,
         coalesce($10::timestamptz, now() + $11::bigint * interval '1 microsecond'),
         coalesce($12::timestamptz, now() + $13::bigint * interval '1 microsecond'),
         $16::json, CASE WHEN $16::json IS NULL THEN NULL ELSE now() + $17::bigint * interval '1 microsecond' END);
-
--- name: wake_lock
--- Serialises the registration of waits and the delivery of signals that
--- meet by correlation key alone (no run row to lock), for the transaction.
-SELECT pg_advisory_xact_lock($1::bigint);
 
 -- name: inbox_match
 -- The oldest unconsumed inbox entry for a wait being registered: addressed
@@ -700,3 +713,235 @@ ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint WHERE wake_key
 
 -- name: get_wake_key
 SELECT id, fingerprint, created_at FROM wake_keys WHERE id = $1;
+
+-- The outbox (SPEC §8) -----------------------------------------------------
+
+-- name: mirror_bump
+UPDATE workflow_runs SET mirror_version = mirror_version + 1, mirror_hash = $2
+ WHERE id = $1 AND ($3 OR mirror_hash IS DISTINCT FROM $2)
+RETURNING mirror_version;
+
+-- name: outbox_append
+-- The rows in the order given (ids ascend with it).
+INSERT INTO mirror_outbox (run_id, kind, payload, version)
+SELECT r, k, p::json, v
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS x(r, k, p, v, ord)
+ ORDER BY ord;
+
+-- name: outbox_any
+SELECT 1 FROM mirror_outbox WHERE applied_at IS NULL LIMIT 1;
+
+-- name: outbox_unapplied
+SELECT id, run_id, kind, payload::text, version, created_at
+  FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id LIMIT $1;
+
+-- name: outbox_mark_applied
+UPDATE mirror_outbox SET applied_at = clock_timestamp() WHERE id = ANY ($1::bigint[]);
+
+-- name: outbox_prune
+DELETE FROM mirror_outbox WHERE id IN (
+       SELECT id FROM mirror_outbox
+        WHERE applied_at IS NOT NULL AND applied_at < now() + $1::bigint * interval '1 microsecond'
+        LIMIT $2);
+
+-- name: outbox_window
+-- OutboxStats: of the $1 newest unapplied rows their count, the oldest's
+-- age and the highest id; the lowest unapplied id and its age (seconds).
+-- Both walk the partial index mirror_outbox_unapplied under a limit.
+WITH newest AS (
+       SELECT id, extract(epoch FROM clock_timestamp() - created_at)::float8 AS age
+         FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id DESC LIMIT $1),
+     oldest AS (
+       SELECT id, extract(epoch FROM clock_timestamp() - created_at)::float8 AS age
+         FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id LIMIT 1)
+SELECT count(*), coalesce(max(newest.age), 0)::float8, coalesce(max(newest.id), 0),
+       coalesce((SELECT id FROM oldest), 0), coalesce((SELECT age FROM oldest), 0)::float8
+  FROM newest;
+
+-- name: outbox_buckets
+-- OutboxStats' age buckets of the $1 newest unapplied rows: bucket i
+-- holds the ages at least bound i-1 and below bound i ($2, ascending).
+WITH newest AS (
+       SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 AS age
+         FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id DESC LIMIT $1)
+SELECT (SELECT count(*) FROM unnest($2::float8[]) AS b WHERE b <= newest.age) AS bucket, count(*)
+  FROM newest GROUP BY bucket;
+
+-- name: mirror_runs_ids
+SELECT r.id::text, r.mirror_version,
+       (SELECT count(*) FROM mirror_outbox o WHERE o.applied_at IS NULL AND o.run_id = r.id::text)
+  FROM workflow_runs r WHERE r.id = ANY ($1::uuid[]) ORDER BY r.id;
+
+-- name: mirror_runs_page
+SELECT r.id::text, r.mirror_version,
+       (SELECT count(*) FROM mirror_outbox o WHERE o.applied_at IS NULL AND o.run_id = r.id::text)
+  FROM workflow_runs r
+ WHERE (r.status NOT IN ('succeeded', 'failed', 'cancelled')
+        OR coalesce(r.completed_at, r.updated_at) >= now() + $1::bigint * interval '1 microsecond')
+   AND r.id > $2::uuid
+ ORDER BY r.id LIMIT $3;
+
+-- name: drain_lease_take
+-- The drain lease is taken when free, expired or already the owner's.
+INSERT INTO mirror_drain_lock (name, owner, until)
+VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 microsecond')
+ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, until = excluded.until
+ WHERE mirror_drain_lock.owner = excluded.owner OR mirror_drain_lock.until < clock_timestamp();
+
+-- name: drain_lease_renew
+UPDATE mirror_drain_lock SET until = clock_timestamp() + $3::bigint * interval '1 microsecond'
+ WHERE name = $1 AND owner = $2;
+
+-- name: drain_lease_release
+DELETE FROM mirror_drain_lock WHERE name = $1 AND owner = $2;
+
+-- The step writes in one statement each (the StepBatcher) -----------------
+--
+-- Each sw_* statement is one fenced step write (storecore.StepWrite). f
+-- locks the run row when the lease matches (FOR UPDATE: held to commit,
+-- and re-checked against the committed row if another transaction
+-- changed it meanwhile); the step row's transition, the blobs, events and
+-- checkpoint, and the conditional write of the run row (u: updated_at)
+-- each draw their rows from the one before, so a stale lease, a refused
+-- cancel or a step transition that changes nothing writes nothing at all.
+-- Its one result row says what happened. They share their arguments ($1
+-- … $19, typed in _sw_head) and their first and last parts (_sw_head,
+-- _sw_tail, substituted at load); /*run_returning*/, /*run_select*/ and
+-- /*step_*/ are the column lists, with the whole run row in the *_run
+-- variant the dialect derives.
+
+-- name: _sw_head
+WITH a AS (
+     SELECT $1::uuid AS p_run, $2::text AS p_runner, $3::bigint AS p_epoch, $4::int AS p_attempt,
+            $5::text AS p_scope, $6::text AS p_step, $7::text AS p_kind, $8::int AS p_try,
+            $9::text AS p_err, $10::bool AS p_refuse, $11::text[] AS p_ev_types,
+            $12::text[] AS p_ev_payloads, $13::text[] AS p_blob_sums, $14::bytea[] AS p_blob_data,
+            $15::bool AS p_has_cp, $16::text AS p_cp_ctx, $17::text AS p_cp_out,
+            $18::text AS p_cp_ctx_blob, $19::text AS p_cp_out_blob),
+f AS (
+     SELECT r.workspace_id, r.env, r.attempt AS f_attempt, r.cancel_requested
+       FROM workflow_runs r, a
+      WHERE r.id = a.p_run AND r.leased_by = a.p_runner AND r.lease_epoch = a.p_epoch
+        AND r.claim_state IN ('claimed', 'running')
+        FOR UPDATE OF r),
+prior AS (
+     SELECT st.status FROM workflow_steps st, a
+      WHERE st.run_id = a.p_run AND st.attempt = a.p_attempt AND st.scope_path = a.p_scope AND st.step_id = a.p_step),
+
+-- name: _sw_tail
+u AS (
+     UPDATE workflow_runs r SET updated_at = now() FROM a
+      WHERE r.id = a.p_run AND EXISTS (SELECT 1 FROM s)
+     RETURNING /*run_returning*/),
+b AS (
+     INSERT INTO workflow_blobs (sha256, size_bytes, data)
+     SELECT x.sum, length(x.data), x.data FROM a, s, unnest(a.p_blob_sums, a.p_blob_data) AS x(sum, data)
+     ON CONFLICT (sha256) DO NOTHING),
+e AS (
+     INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id, scope_path, payload_json)
+     SELECT a.p_run, f.workspace_id, f.env, a.p_attempt, x.typ, a.p_step, a.p_scope, nullif(x.payload, '')::json
+       FROM a, f, s, unnest(a.p_ev_types, a.p_ev_payloads) WITH ORDINALITY AS x(typ, payload, ord)
+      ORDER BY x.ord
+     RETURNING id, created_at),
+c AS (
+     INSERT INTO workflow_run_checkpoints (run_id, scope_path, step_id, attempt, workspace_id, env,
+                                           context_json, outputs_json, context_blob, outputs_blob)
+     SELECT a.p_run, a.p_scope, a.p_step, a.p_attempt, f.workspace_id, f.env,
+            a.p_cp_ctx::json, a.p_cp_out::json, a.p_cp_ctx_blob, a.p_cp_out_blob
+       FROM a, f, s WHERE a.p_has_cp)
+SELECT f.workspace_id IS NOT NULL, f.workspace_id, f.env, f.f_attempt, f.cancel_requested /*run_select*/,
+       s.s0 IS NOT NULL /*step_select*/, (SELECT status FROM prior),
+       (SELECT array_agg(id ORDER BY id) FROM e), (SELECT min(created_at) FROM e)
+  FROM a LEFT JOIN f ON true LEFT JOIN s ON true LEFT JOIN u ON true;
+
+-- name: sw_start
+/*_sw_head*/
+s AS (
+     INSERT INTO workflow_steps AS st (run_id, attempt, scope_path, step_id, workspace_id, env,
+                                       kind, status, tries, started_at, updated_at)
+     SELECT a.p_run, a.p_attempt, a.p_scope, a.p_step, f.workspace_id, f.env, a.p_kind, 'running', a.p_try, now(), now()
+       FROM a, f WHERE NOT (a.p_refuse AND f.cancel_requested)
+     ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
+        SET status = 'running', tries = excluded.tries, error = NULL,
+            finished_at = NULL, duration_ms = NULL, updated_at = excluded.updated_at
+      WHERE st.status <> 'succeeded' AND st.tries < excluded.tries
+     RETURNING /*step_returning*/),
+/*_sw_tail*/
+
+-- name: sw_start_succeed
+/*_sw_head*/
+s AS (
+     INSERT INTO workflow_steps AS st (run_id, attempt, scope_path, step_id, workspace_id, env,
+                                       kind, status, tries, started_at, finished_at, duration_ms, updated_at)
+     SELECT a.p_run, a.p_attempt, a.p_scope, a.p_step, f.workspace_id, f.env, a.p_kind, 'succeeded', a.p_try,
+            now(), now(), 0, now()
+       FROM a, f WHERE NOT (a.p_refuse AND f.cancel_requested)
+     ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
+        SET status = 'succeeded', tries = excluded.tries, error = NULL, started_at = excluded.started_at,
+            finished_at = excluded.finished_at, duration_ms = 0, updated_at = excluded.updated_at
+      WHERE st.status <> 'succeeded' AND st.tries < excluded.tries
+     RETURNING /*step_returning*/),
+/*_sw_tail*/
+
+-- name: sw_retry
+/*_sw_head*/
+s AS (
+     UPDATE workflow_steps st SET tries = a.p_try, error = a.p_err, updated_at = now()
+       FROM a, f
+      WHERE st.run_id = a.p_run AND st.attempt = a.p_attempt AND st.scope_path = a.p_scope
+        AND st.step_id = a.p_step AND st.status = 'running'
+     RETURNING /*step_returning*/),
+/*_sw_tail*/
+
+-- name: sw_succeed
+/*_sw_head*/
+s AS (
+     UPDATE workflow_steps st
+        SET status = 'succeeded', tries = a.p_try, error = NULL, finished_at = now(), updated_at = now(),
+            duration_ms = round(extract(epoch FROM now() - st.started_at) * 1000)::bigint
+       FROM a, f
+      WHERE st.run_id = a.p_run AND st.attempt = a.p_attempt AND st.scope_path = a.p_scope
+        AND st.step_id = a.p_step AND st.status IN ('running', 'waiting')
+     RETURNING /*step_returning*/),
+/*_sw_tail*/
+
+-- name: sw_fail
+-- An open row fails; with none, a failed row of its own (the step failed
+-- before it started), unless the row succeeded.
+/*_sw_head*/
+s1 AS (
+     UPDATE workflow_steps st
+        SET status = 'failed', tries = a.p_try, error = a.p_err, finished_at = now(), updated_at = now(),
+            duration_ms = round(extract(epoch FROM now() - st.started_at) * 1000)::bigint
+       FROM a, f
+      WHERE st.run_id = a.p_run AND st.attempt = a.p_attempt AND st.scope_path = a.p_scope
+        AND st.step_id = a.p_step AND st.status IN ('running', 'waiting')
+     RETURNING /*step_returning*/),
+s2 AS (
+     INSERT INTO workflow_steps AS st (run_id, attempt, scope_path, step_id, workspace_id, env,
+                                       kind, status, tries, started_at, finished_at, duration_ms, error, updated_at)
+     SELECT a.p_run, a.p_attempt, a.p_scope, a.p_step, f.workspace_id, f.env, a.p_kind, 'failed', a.p_try,
+            now(), now(), 0, a.p_err, now()
+       FROM a, f
+      WHERE NOT EXISTS (SELECT 1 FROM prior WHERE prior.status IN ('running', 'waiting'))
+     ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
+        SET status = 'failed', kind = excluded.kind, tries = excluded.tries, error = excluded.error,
+            finished_at = excluded.finished_at, duration_ms = 0, updated_at = excluded.updated_at
+      WHERE st.status <> 'succeeded'
+     RETURNING /*step_returning*/),
+s AS (SELECT * FROM s1 UNION ALL SELECT * FROM s2),
+/*_sw_tail*/
+
+-- name: sw_skip
+/*_sw_head*/
+s AS (
+     INSERT INTO workflow_steps AS st (run_id, attempt, scope_path, step_id, workspace_id, env,
+                                       kind, status, tries, started_at, finished_at, duration_ms, error, updated_at)
+     SELECT a.p_run, a.p_attempt, a.p_scope, a.p_step, f.workspace_id, f.env, a.p_kind, 'skipped', 0,
+            now(), now(), 0, NULL, now()
+       FROM a, f
+     ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
+        SET status = 'skipped', finished_at = excluded.finished_at, updated_at = excluded.updated_at
+      WHERE st.status NOT IN ('succeeded', 'skipped')
+     RETURNING /*step_returning*/),
+/*_sw_tail*/

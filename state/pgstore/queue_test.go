@@ -342,7 +342,8 @@ func TestIdleInTransactionTimeout(t *testing.T) {
 }
 
 // TestSweepHook: the sweep's Change lists every run it changed, as
-// written, and its events; a hook's Exec reports the rows it affected.
+// written, its events and the attempts it ended; a hook's typed write
+// reaches every run.
 func TestSweepHook(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -351,17 +352,17 @@ func TestSweepHook(t *testing.T) {
 		changes  []state.Change
 		affected []int64
 	)
-	hook := func(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) error {
-		if ch.Op != "ExpireOldLeases" {
+	hook := func(ctx context.Context, tx state.HookTx, ch *state.Change) error {
+		if ch.Op != state.OpExpireOldLeases {
 			return nil
 		}
-		ids := make([]string, len(ch.Runs))
-		for i, r := range ch.Runs {
-			ids[i] = r.ID
-		}
-		n, err := tx.Exec(ctx, `UPDATE workflow_runs SET cancel_requested = cancel_requested WHERE id = ANY ($1::uuid[])`, ids)
-		if err != nil {
-			return err
+		var n int64
+		for _, r := range ch.Runs {
+			if _, bumped, err := tx.BumpMirrorVersion(ctx, r.ID, "h", true); err != nil {
+				return err
+			} else if bumped {
+				n++
+			}
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -407,7 +408,10 @@ func TestSweepHook(t *testing.T) {
 		t.Errorf("Change RunID %q Run %v Runs %d; want the runs in Runs only", ch.RunID, ch.Run, len(ch.Runs))
 	}
 	if affected[0] != 3 {
-		t.Errorf("hook Exec affected %d rows, want 3", affected[0])
+		t.Errorf("hook bumped %d runs, want 3", affected[0])
+	}
+	if len(ch.Ended) != 3 {
+		t.Errorf("Change.Ended = %+v, want the 3 lost attempts", ch.Ended)
 	}
 	for i, r := range ch.Runs {
 		stored, err := s.GetRun(ctx, &state.GetRunParams{ID: r.ID})

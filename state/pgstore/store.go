@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,58 +21,13 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
-	"github.com/starflow/starflow/internal/sqlq"
+	"github.com/starflow/starflow/internal/storecore"
+	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 )
 
 //go:embed migrations/*.sql
 var migrationsFS embed.FS
-
-//go:embed queries.sql
-var queriesSQL string
-
-// queries holds every statement of queries.sql by name, with the run
-// column list substituted.
-var queries = func() map[string]string {
-	m := sqlq.MustParse(queriesSQL)
-	for name, text := range m {
-		text = strings.Replace(text, "/*run_columns*/", runColumns, 1)
-		text = strings.Replace(text, "/*step_columns*/", stepColumns, 1)
-		m[name] = strings.Replace(text, "/*wait_columns*/", waitColumns, 1)
-	}
-	return m
-}()
-
-// runColumns is the column list scanned by scanRun, substituted for the
-// /*run_columns*/ marker in queries.sql.
-const runColumns = `id::text, workspace_id, env, coalesce(definition_id::text, ''), workflow_name,
-	workflow_revision, coalesce(template_id, ''), status, claim_state, coalesce(runner_pool, ''),
-	priority, coalesce(leased_by, ''), lease_until, lease_epoch, last_heartbeat, claim_attempts,
-	attempt, max_attempts, available_at, recovery_mode, trigger_type, coalesce(parent_run_id::text, ''),
-	coalesce(idempotency_key, ''), input_json, output_json, checkpoint_json, coalesce(phase, ''),
-	coalesce(error, ''), dead_lettered, cancel_requested, created_at, started_at, completed_at,
-	coalesce(duration_ms, 0), updated_at, attempt_started_at`
-
-// stepColumns is the column list scanned by scanStep, substituted for the
-// /*step_columns*/ marker in queries.sql (the step writes' RETURNING).
-const stepColumns = `run_id::text, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
-	coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)`
-
-// waitColumns is the column list scanned by scanWait, substituted for the
-// /*wait_columns*/ marker in queries.sql.
-const waitColumns = `id::text, run_id::text, workspace_id, attempt, scope_path, step_id, kind,
-	coalesce(signal, ''), coalesce(correlation_key, ''), coalesce(token_hash, ''),
-	coalesce(key_id, ''), wake_at, expires_at, status, payload_json::text, notify_json::text,
-	notified_at, notify_tries, created_at, consumed_at`
-
-// q returns the statement named name in queries.sql.
-func q(name string) string {
-	s, ok := queries[name]
-	if !ok {
-		panic("pgstore: no query " + name)
-	}
-	return s
-}
 
 // Defaults of Config.
 const (
@@ -83,7 +37,7 @@ const (
 	// that froze inside a transaction before its lease runs out.
 	IdleInTransactionTimeoutDefault = 20 * time.Second
 	// SweepLockTimeoutDefault is the default Config.SweepLockTimeout.
-	SweepLockTimeoutDefault = 2 * time.Second
+	SweepLockTimeoutDefault = storecore.SweepLockTimeoutDefault
 	// ChannelPrefix starts the name of the LISTEN/NOTIFY channel; the
 	// schema name follows it (see Store.Channel).
 	ChannelPrefix = "starflow_work"
@@ -128,6 +82,10 @@ type Config struct {
 	// Logger receives Listen's reconnects and Migrate's warnings (the
 	// wake-token secrets migration 00008 removes). Default: discard.
 	Logger *slog.Logger
+
+	// statementsOnly hides the dialect's StepBatcher, so the step writes
+	// run statement by statement as on SQLite (the tests compare both).
+	statementsOnly bool
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -186,12 +144,13 @@ func CheckSchema(name string) error {
 	return nil
 }
 
-// Store is the PostgreSQL adapter. It is safe for concurrent use.
+// Store is the PostgreSQL adapter: the store core (internal/storecore)
+// over the PostgreSQL dialect. It is safe for concurrent use.
 type Store struct {
+	*storecore.Store
 	cfg     Config
 	pool    *pgxpool.Pool
 	channel string
-	close   sync.Once
 }
 
 var _ state.Adapter = (*Store)(nil)
@@ -230,7 +189,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("pgstore: connect: %w", err)
 	}
-	return &Store{cfg: cfg, pool: pool, channel: channelName(cfg.Schema)}, nil
+	d := &dialect{pool: pool, schema: cfg.Schema, channel: channelName(cfg.Schema)}
+	var sd storecore.Dialect = d
+	if cfg.statementsOnly {
+		sd = struct{ storecore.Dialect }{d}
+	}
+	core := storecore.New(sd, storecore.Config{Name: "pgstore", Hooks: cfg.Hooks, BlobThreshold: cfg.BlobThreshold,
+		SweepLockTimeout: cfg.SweepLockTimeout, Logger: cfg.Logger})
+	return &Store{Store: core, cfg: cfg, pool: pool, channel: d.channel}, nil
 }
 
 // channelName is the LISTEN/NOTIFY channel of schema: ChannelPrefix, then
@@ -268,13 +234,6 @@ func (s *Store) Channel() string { return s.channel }
 // Schema returns Config.Schema ("" when the connection's search_path
 // applies).
 func (s *Store) Schema() string { return s.cfg.Schema }
-
-// Close implements state.Adapter: it closes the pool, waiting for
-// connections in use to be released. Closing twice is safe.
-func (s *Store) Close() error {
-	s.close.Do(s.pool.Close)
-	return nil
-}
 
 // Migrate implements state.Adapter: it creates the schema when
 // Config.Schema names one, then applies every pending numbered migration
@@ -358,3 +317,37 @@ func (s *Store) lockID() int64 {
 	sum := sha256.Sum256([]byte("starflow pgstore migrate\x00" + s.cfg.Schema))
 	return int64(binary.BigEndian.Uint64(sum[:8]))
 }
+
+// EnqueueTx is EnqueueRun inside the caller's transaction tx, so that the
+// run commits or rolls back with the caller's own writes. It runs in a
+// savepoint of tx: when it fails, tx is left as it was and usable. The
+// hooks run and the notification is sent as in EnqueueRun; PostgreSQL
+// delivers the notification when tx commits. The returned run is as of
+// the end of the savepoint, not yet committed.
+//
+// tx must use this store's schema: begin it on Pool(), or on a connection
+// whose search_path names Config.Schema. A duplicate IdempotencyKey held by
+// a concurrent uncommitted transaction makes EnqueueTx wait for that
+// transaction.
+func (s *Store) EnqueueTx(ctx context.Context, t pgx.Tx, p *state.EnqueueRunParams) (*starflowtype.Run, error) {
+	sp, err := t.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: enqueue %s: savepoint: %w", p.WorkflowName, translate(err))
+	}
+	run, err := s.EnqueueIn(ctx, tx{sp}, p)
+	if err != nil {
+		_ = sp.Rollback(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: enqueue %s: release savepoint: %w", p.WorkflowName, translate(err))
+	}
+	return run, nil
+}
+
+// canonicalID is storecore.CanonicalID.
+func canonicalID(id string) (string, bool) { return storecore.CanonicalID(id) }
+
+// OutboxStatsExact is the number of unapplied rows OutboxStats reads: up
+// to it, the counts are exact; beyond, estimated (OutboxStats.Estimated).
+const OutboxStatsExact = storecore.OutboxStatsExact

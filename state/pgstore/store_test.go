@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"github.com/starflow/starflow/internal/pgtest"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
+	"github.com/starflow/starflow/internal/pgtest"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/state/pgstore"
@@ -123,6 +123,18 @@ func share(t *testing.T, a state.Adapter) state.Adapter {
 
 func TestConformance(t *testing.T) {
 	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen, Share: share})
+}
+
+// TestConformanceStatements runs the suite with the step writes executed
+// statement by statement (internal/storecore's generic path, the one
+// SQLite takes) instead of the one-statement StepBatcher: both paths of
+// the same store meet the same contract.
+func TestConformanceStatements(t *testing.T) {
+	statetest.RunOpener(t, func(t *testing.T, hooks []state.TxHook) state.Adapter {
+		cfg := pgstore.Config{Schema: newSchema(t), Hooks: hooks}
+		pgstore.StatementsOnly(&cfg)
+		return openConfig(t, cfg)
+	}, statetest.Options{})
 }
 
 // TestSchemaIsolation: two stores on two schemas of one database share

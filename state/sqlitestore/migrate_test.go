@@ -43,21 +43,21 @@ func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 	)
 	for _, q := range []string{
 		`INSERT INTO workflow_runs (id, workflow_name, attempt, status, started_at, completed_at, duration_ms) VALUES
-		   ('r-first', 'wf', 1, 'succeeded', '` + t1 + `', '` + t2 + `', 3600000)`,
+		   ('00000000-0000-4000-8000-000000000001', 'wf', 1, 'succeeded', '` + t1 + `', '` + t2 + `', 3600000)`,
 		`INSERT INTO workflow_runs (id, workflow_name, attempt, status, started_at) VALUES
-		   ('r-running', 'wf', 1, 'running', '` + t1 + `'),
-		   ('r-second', 'wf', 2, 'running', '` + t1 + `'),
-		   ('r-retrying', 'wf', 2, 'interrupted', '` + t1 + `'),
-		   ('r-queued', 'wf', 1, 'queued', NULL)`,
+		   ('00000000-0000-4000-8000-000000000002', 'wf', 1, 'running', '` + t1 + `'),
+		   ('00000000-0000-4000-8000-000000000003', 'wf', 2, 'running', '` + t1 + `'),
+		   ('00000000-0000-4000-8000-000000000004', 'wf', 2, 'interrupted', '` + t1 + `'),
+		   ('00000000-0000-4000-8000-000000000005', 'wf', 1, 'queued', NULL)`,
 		`INSERT INTO workflow_run_events (run_id, attempt, event_type, created_at) VALUES
-		   ('r-first', 1, 'run_started', '` + t1 + `'),
-		   ('r-second', 1, 'run_started', '` + t1 + `'),
-		   ('r-second', 2, 'run_started', '` + t3 + `'),
-		   ('r-second', 2, 'run_started', '` + t2 + `'),
-		   ('r-retrying', 1, 'run_started', '` + t1 + `')`,
+		   ('00000000-0000-4000-8000-000000000001', 1, 'run_started', '` + t1 + `'),
+		   ('00000000-0000-4000-8000-000000000003', 1, 'run_started', '` + t1 + `'),
+		   ('00000000-0000-4000-8000-000000000003', 2, 'run_started', '` + t3 + `'),
+		   ('00000000-0000-4000-8000-000000000003', 2, 'run_started', '` + t2 + `'),
+		   ('00000000-0000-4000-8000-000000000004', 1, 'run_started', '` + t1 + `')`,
 		`INSERT INTO workflow_steps (run_id, attempt, step_id, kind, status, tries, started_at, finished_at) VALUES
-		   ('r-first', 1, 'done', 'noop', 'succeeded', 1, '` + t1 + `', '` + t2 + `'),
-		   ('r-second', 2, 'open', 'noop', 'running', 1, '` + t3 + `', NULL)`,
+		   ('00000000-0000-4000-8000-000000000001', 1, 'done', 'noop', 'succeeded', 1, '` + t1 + `', '` + t2 + `'),
+		   ('00000000-0000-4000-8000-000000000003', 2, 'open', 'noop', 'running', 1, '` + t3 + `', NULL)`,
 	} {
 		if _, err := s.DB().ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -76,7 +76,7 @@ func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 		}
 		return tm
 	}
-	for id, want := range map[string]string{"r-first": "", "r-running": t1, "r-second": t2, "r-retrying": "", "r-queued": ""} {
+	for id, want := range map[string]string{"00000000-0000-4000-8000-000000000001": "", "00000000-0000-4000-8000-000000000002": t1, "00000000-0000-4000-8000-000000000003": t2, "00000000-0000-4000-8000-000000000004": "", "00000000-0000-4000-8000-000000000005": ""} {
 		r, err := s.GetRun(ctx, &state.GetRunParams{ID: id})
 		if err != nil {
 			t.Fatal(err)
@@ -84,7 +84,7 @@ func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 		if !r.AttemptStartedAt.Equal(at(want)) {
 			t.Errorf("run %s: attempt_started_at %v after the migration, want %q", id, r.AttemptStartedAt, want)
 		}
-		if id == "r-first" && r.DurationMS != 3600000 {
+		if id == "00000000-0000-4000-8000-000000000001" && r.DurationMS != 3600000 {
 			t.Errorf("finished run: duration_ms %d after the migration, want 3600000 kept", r.DurationMS)
 		}
 	}
@@ -92,7 +92,7 @@ func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM workflow_steps WHERE updated_at IS NOT NULL`).Scan(&rewritten); err != nil || rewritten != 0 {
 		t.Errorf("the migration wrote updated_at into %d existing step rows (%v); reads coalesce it", rewritten, err)
 	}
-	for id, want := range map[string]string{"r-first": t2, "r-second": t3} {
+	for id, want := range map[string]string{"00000000-0000-4000-8000-000000000001": t2, "00000000-0000-4000-8000-000000000003": t3} {
 		steps, err := s.ListSteps(ctx, &state.ListStepsParams{RunID: id})
 		if err != nil || len(steps) != 1 {
 			t.Fatalf("steps of %s: %v %v", id, steps, err)

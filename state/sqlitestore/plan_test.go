@@ -34,7 +34,7 @@ func TestWaitQueriesUseTheirIndexes(t *testing.T) {
 		{"children", []any{"r"}, []string{"idx_workflow_runs_parent"}},
 		{"cancel_waits", []any{"r"}, []string{"idx_workflow_waits_step"}},
 	} {
-		rows, err := s.read.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q(c.query), c.args...)
+		rows, err := s.read.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+Queries[c.query], c.args...)
 		if err != nil {
 			t.Fatalf("%s: %v", c.query, err)
 		}

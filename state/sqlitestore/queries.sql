@@ -1,41 +1,50 @@
--- SQLite queries of the cold tier, one block per `-- name:` line. Every
--- time comes from the database clock: strftime('%Y-%m-%dT%H:%M:%fZ','now').
+-- SQLite queries of the cold tier, one block per `-- name:` line, with the
+-- same names and arguments (?1, ?2, … in the order internal/storecore
+-- passes them) as state/pgstore/queries.sql. Every time comes from the
+-- database clock: `now()` stands for strftime('%Y-%m-%dT%H:%M:%fZ','now')
+-- and `now(?N)` for the same moved by the modifier ?N ("+1.500 seconds"),
+-- substituted when the file is loaded. Times are RFC 3339 UTC text with
+-- milliseconds; lists arrive as JSON arrays (json_each).
 
 -- name: fence
 -- The conditional write that fences every runner write (SPEC §4). It must
--- match exactly one row or the transaction rolls back with ErrLeaseLost.
+-- match exactly one row or the write returns ErrLeaseLost.
 UPDATE workflow_runs
-   SET updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ? AND leased_by = ? AND lease_epoch = ?
+   SET updated_at = now()
+ WHERE id = ?1 AND leased_by = ?2 AND lease_epoch = ?3
    AND claim_state IN ('claimed', 'running')
 RETURNING workspace_id, env, attempt, cancel_requested, status, coalesce(parent_run_id, '');
 
 -- name: fence_run
--- The fence for a write that changes the run only through the fence (the
--- step writes) in a store with hooks: it returns the whole run row as it
--- commits, which becomes Change.Run instead of a read-back.
+-- The fence of a write whose hooks need the run: the whole row as the
+-- write leaves it (the step writes change the run only through the fence).
 UPDATE workflow_runs
-   SET updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ? AND leased_by = ? AND lease_epoch = ?
+   SET updated_at = now()
+ WHERE id = ?1 AND leased_by = ?2 AND lease_epoch = ?3
    AND claim_state IN ('claimed', 'running')
 RETURNING /*run_columns*/;
 
+-- name: now
+SELECT now();
+
 -- name: insert_definition
+-- Storing a revision again keeps its row and makes it the current one.
 INSERT INTO workflow_definitions (id, workspace_id, name, revision, spec_json, source, applied_at)
-VALUES (?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, now())
 ON CONFLICT (workspace_id, name, revision) DO UPDATE SET applied_at = excluded.applied_at;
 
 -- name: get_definition_by_id
 SELECT id, workspace_id, name, revision, spec_json, source, created_at
-  FROM workflow_definitions WHERE id = ? AND (? = '' OR workspace_id = ?);
+  FROM workflow_definitions WHERE id = ?1 AND (?2 = '' OR workspace_id = ?2);
 
 -- name: get_definition_by_revision
 SELECT id, workspace_id, name, revision, spec_json, source, created_at
-  FROM workflow_definitions WHERE workspace_id = ? AND name = ? AND revision = ?;
+  FROM workflow_definitions WHERE workspace_id = ?1 AND name = ?2 AND revision = ?3;
 
 -- name: get_definition_latest
+-- The current revision: the most recently applied.
 SELECT id, workspace_id, name, revision, spec_json, source, created_at
-  FROM workflow_definitions WHERE workspace_id = ? AND name = ?
+  FROM workflow_definitions WHERE workspace_id = ?1 AND name = ?2
  ORDER BY applied_at DESC, rowid DESC LIMIT 1;
 
 -- name: insert_run
@@ -43,46 +52,47 @@ INSERT INTO workflow_runs (
     id, workspace_id, env, definition_id, workflow_name, workflow_revision, template_id,
     status, claim_state, runner_pool, priority, max_attempts, available_at,
     recovery_mode, trigger_type, parent_run_id, idempotency_key, input_json)
-VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 'queued', ?, ?, ?,
-        strftime('%Y-%m-%dT%H:%M:%fZ','now', ?), ?, ?, ?, ?, ?);
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', 'queued', ?8, ?9, ?10, now(?11),
+        ?12, ?13, ?14, ?15, ?16)
+RETURNING /*run_columns*/;
 
 -- name: claim_run
--- One atomic conditional write; the single writer connection serialises
--- claims on SQLite. Pools: a run with a NULL pool matches any runner.
+-- One atomic conditional write; the single writer serialises claims.
+-- Pools: a run with a NULL pool matches any runner.
 UPDATE workflow_runs
    SET claim_state    = 'claimed',
        leased_by      = ?1,
-       lease_until    = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?2),
-       last_heartbeat = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       lease_until    = now(?2),
+       last_heartbeat = now(),
        lease_epoch    = lease_epoch + 1,
        claim_attempts = claim_attempts + 1,
-       updated_at     = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+       updated_at     = now()
  WHERE id = (
        SELECT id FROM workflow_runs
         WHERE claim_state = 'queued'
-          AND available_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now')
+          AND available_at <= now()
           AND (runner_pool IS NULL OR runner_pool IN (SELECT value FROM json_each(?3)))
           AND (?4 = '' OR workspace_id = ?4)
-        ORDER BY priority DESC, available_at, created_at
+        ORDER BY priority DESC, available_at, rowid
         LIMIT 1)
-RETURNING id, lease_epoch;
+RETURNING /*run_columns*/;
 
 -- name: claim_run_id
 -- claim_run limited to one run.
 UPDATE workflow_runs
    SET claim_state    = 'claimed',
        leased_by      = ?1,
-       lease_until    = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?2),
-       last_heartbeat = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       lease_until    = now(?2),
+       last_heartbeat = now(),
        lease_epoch    = lease_epoch + 1,
        claim_attempts = claim_attempts + 1,
-       updated_at     = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+       updated_at     = now()
  WHERE id = ?5
    AND claim_state = 'queued'
-   AND available_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now')
+   AND available_at <= now()
    AND (runner_pool IS NULL OR runner_pool IN (SELECT value FROM json_each(?3)))
    AND (?4 = '' OR workspace_id = ?4)
-RETURNING id, lease_epoch;
+RETURNING /*run_columns*/;
 
 -- name: claim_run_family
 -- claim_run limited to run ?5 and the runs descending from it
@@ -90,11 +100,11 @@ RETURNING id, lease_epoch;
 UPDATE workflow_runs
    SET claim_state    = 'claimed',
        leased_by      = ?1,
-       lease_until    = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?2),
-       last_heartbeat = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       lease_until    = now(?2),
+       last_heartbeat = now(),
        lease_epoch    = lease_epoch + 1,
        claim_attempts = claim_attempts + 1,
-       updated_at     = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+       updated_at     = now()
  WHERE id = (
        WITH RECURSIVE family(id) AS (
             SELECT ?5
@@ -103,32 +113,31 @@ UPDATE workflow_runs
        SELECT id FROM workflow_runs
         WHERE id IN (SELECT id FROM family)
           AND claim_state = 'queued'
-          AND available_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now')
+          AND available_at <= now()
           AND (runner_pool IS NULL OR runner_pool IN (SELECT value FROM json_each(?3)))
           AND (?4 = '' OR workspace_id = ?4)
-        ORDER BY priority DESC, available_at, created_at
+        ORDER BY priority DESC, available_at, rowid
         LIMIT 1)
-RETURNING id, lease_epoch;
+RETURNING /*run_columns*/;
 
 -- name: run_start
 -- Also a paused run's resume: the snapshot is cleared (the claim returned
 -- it to the runner).
 UPDATE workflow_runs
-   SET status      = 'running',
-       claim_state = 'running',
-       started_at  = coalesce(started_at, strftime('%Y-%m-%dT%H:%M:%fZ','now')),
-       attempt_started_at = coalesce(attempt_started_at, strftime('%Y-%m-%dT%H:%M:%fZ','now')),
-       error       = NULL,
-       checkpoint_json = NULL,
-       updated_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ?;
+   SET status             = 'running',
+       claim_state        = 'running',
+       started_at         = coalesce(started_at, now()),
+       attempt_started_at = coalesce(attempt_started_at, now()),
+       error              = NULL,
+       checkpoint_json    = NULL,
+       updated_at         = now()
+ WHERE id = ?1
+RETURNING /*run_columns*/;
 
 -- name: refresh_lease
 UPDATE workflow_runs
-   SET lease_until    = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?),
-       last_heartbeat = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-       updated_at     = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ? AND leased_by = ? AND lease_epoch = ?
+   SET lease_until = now(?1), last_heartbeat = now(), updated_at = now()
+ WHERE id = ?2 AND leased_by = ?3 AND lease_epoch = ?4
    AND claim_state IN ('claimed', 'running')
 RETURNING lease_until;
 
@@ -137,32 +146,43 @@ RETURNING lease_until;
 -- retry, or in a run continued in the same attempt). A succeeded row is
 -- final within its attempt (it has a checkpoint), and a try is started
 -- once: a try not above the row's tries changes nothing either, and the
--- caller reports ErrConflict.
+-- caller reports ErrConflict. rowid (start order) stays when re-opened.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at, updated_at, seq)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-        strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0)
+                            kind, status, tries, started_at, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, now(), now())
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'running', tries = excluded.tries, error = NULL,
        finished_at = NULL, duration_ms = NULL, updated_at = excluded.updated_at
  WHERE workflow_steps.status <> 'succeeded' AND workflow_steps.tries < excluded.tries
 RETURNING /*step_columns*/;
 
+-- name: step_start_succeed
+-- A step's start and success in one write (a step without external side
+-- effects): step_start's conditions, the row left succeeded.
+INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
+                            kind, status, tries, started_at, finished_at, duration_ms, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'succeeded', ?8, now(), now(), 0, now())
+ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
+   SET status = 'succeeded', tries = excluded.tries, error = NULL,
+       started_at = excluded.started_at, finished_at = excluded.finished_at,
+       duration_ms = 0, updated_at = excluded.updated_at
+ WHERE workflow_steps.status <> 'succeeded' AND workflow_steps.tries < excluded.tries
+RETURNING /*step_columns*/;
+
 -- name: step_retry
-UPDATE workflow_steps SET tries = ?, error = ?, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ? AND status = 'running'
+UPDATE workflow_steps SET tries = ?1, error = ?2, updated_at = now()
+ WHERE run_id = ?3 AND attempt = ?4 AND scope_path = ?5 AND step_id = ?6 AND status = 'running'
 RETURNING /*step_columns*/;
 
 -- name: step_finish
 UPDATE workflow_steps
-   SET status      = ?,
-       tries       = ?,
-       error       = ?,
-       finished_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-       updated_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-       duration_ms = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-                                  - julianday(started_at)) * 86400000) AS INTEGER)
- WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ?
+   SET status      = ?1,
+       tries       = ?2,
+       error       = ?3,
+       finished_at = now(),
+       updated_at  = now(),
+       duration_ms = CAST(round((julianday(now()) - julianday(started_at)) * 86400000) AS INTEGER)
+ WHERE run_id = ?4 AND attempt = ?5 AND scope_path = ?6 AND step_id = ?7
    AND status IN ('running', 'waiting')
 RETURNING /*step_columns*/;
 
@@ -172,10 +192,8 @@ RETURNING /*step_columns*/;
 -- same attempt. A succeeded row is final and is left alone: the caller
 -- reports ErrConflict.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at, finished_at, duration_ms, error, updated_at, seq)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'failed', ?8,
-        strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, ?9,
-        strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0)
+                            kind, status, tries, started_at, finished_at, duration_ms, error, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'failed', ?8, now(), now(), 0, ?9, now())
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'failed', kind = excluded.kind, tries = excluded.tries, error = excluded.error,
        finished_at = excluded.finished_at, duration_ms = 0, updated_at = excluded.updated_at
@@ -188,20 +206,29 @@ RETURNING /*step_columns*/;
 -- already skipped is left as it is too (no row returned): the caller writes
 -- no second node_skipped event (a continued attempt re-evaluates the step).
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at, finished_at, duration_ms, error, updated_at, seq)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'skipped', 0,
-        strftime('%Y-%m-%dT%H:%M:%fZ','now'), strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0, NULL,
-        strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0)
+                            kind, status, tries, started_at, finished_at, duration_ms, error, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'skipped', 0, now(), now(), 0, NULL, now())
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'skipped', finished_at = excluded.finished_at, updated_at = excluded.updated_at
  WHERE workflow_steps.status NOT IN ('succeeded', 'skipped')
 RETURNING /*step_columns*/;
 
+-- name: get_step
+SELECT /*step_columns*/ FROM workflow_steps
+ WHERE run_id = ?1 AND attempt = ?2 AND scope_path = ?3 AND step_id = ?4;
+
 -- name: insert_event
 INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id,
                                  scope_path, payload_json)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
 RETURNING id, created_at;
+
+-- name: insert_blob
+INSERT INTO workflow_blobs (sha256, size_bytes, data) VALUES (?1, ?2, ?3)
+ON CONFLICT (sha256) DO NOTHING;
+
+-- name: get_blob
+SELECT data FROM workflow_blobs WHERE sha256 = ?1;
 
 -- name: insert_checkpoint
 -- context_blob / outputs_blob: the sha256 of the workflow_blobs row holding
@@ -209,76 +236,64 @@ RETURNING id, created_at;
 -- JSON column holds the value itself (only these columns mark a blob).
 INSERT INTO workflow_run_checkpoints (run_id, scope_path, step_id, attempt, workspace_id,
                                       env, context_json, outputs_json, context_blob, outputs_blob)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10);
 
 -- name: set_phase
 -- NULL and '' both mean "no phase" (GetRun reads NULL as ''), so setting ''
 -- on a run without a phase is no change.
-UPDATE workflow_runs SET phase = ?1
- WHERE id = ?2 AND coalesce(phase, '') <> ?1;
+UPDATE workflow_runs SET phase = ?1 WHERE id = ?2 AND coalesce(phase, '') <> ?1;
 
 -- name: run_succeeded
 UPDATE workflow_runs
    SET status          = 'succeeded',
        claim_state     = 'complete',
-       output_json     = ?,
+       output_json     = ?1,
        error           = NULL,
        checkpoint_json = NULL,
        leased_by       = NULL,
        lease_until     = NULL,
-       completed_at    = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-       duration_ms     = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-                                      - julianday(coalesce(attempt_started_at, strftime('%Y-%m-%dT%H:%M:%fZ','now'))))
-                                     * 86400000) AS INTEGER),
-       updated_at      = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ?;
-
--- name: run_meta
-SELECT workspace_id, env, attempt FROM workflow_runs WHERE id = ?;
+       completed_at    = now(),
+       duration_ms     = CAST(round((julianday(now()) - julianday(coalesce(attempt_started_at, now()))) * 86400000) AS INTEGER),
+       updated_at      = now()
+ WHERE id = ?2;
 
 -- name: run_attempts
-SELECT attempt, max_attempts, recovery_mode FROM workflow_runs WHERE id = ?;
+SELECT attempt, max_attempts, recovery_mode, coalesce(runner_pool, '') FROM workflow_runs WHERE id = ?1;
 
 -- name: run_requeue
 -- A retryable failure with attempts left: a new attempt after a backoff.
 UPDATE workflow_runs
-   SET status       = 'interrupted',
-       claim_state  = 'queued',
-       attempt      = attempt + 1,
+   SET status             = 'interrupted',
+       claim_state        = 'queued',
+       attempt            = attempt + 1,
        attempt_started_at = NULL,
-       available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?),
-       error        = ?,
-       leased_by    = NULL,
-       lease_until  = NULL,
-       updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ?;
+       available_at       = now(?1),
+       error              = ?2,
+       leased_by          = NULL,
+       lease_until        = NULL,
+       updated_at         = now()
+ WHERE id = ?3;
 
 -- name: run_hold
 -- A retryable failure in manual recovery mode: interrupted until an operator acts.
 UPDATE workflow_runs
-   SET status      = 'interrupted',
-       claim_state = 'abandoned',
-       error       = ?,
-       leased_by   = NULL,
-       lease_until = NULL,
-       updated_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ?;
+   SET status = 'interrupted', claim_state = 'abandoned', error = ?1,
+       leased_by = NULL, lease_until = NULL, updated_at = now()
+ WHERE id = ?2;
 
 -- name: run_failed
 UPDATE workflow_runs
-   SET status        = 'failed',
-       claim_state   = 'failed',
-       error         = ?,
-       dead_lettered = ?,
-       leased_by     = NULL,
-       lease_until   = NULL,
+   SET status          = 'failed',
+       claim_state     = 'failed',
+       error           = ?1,
+       dead_lettered   = ?2,
+       leased_by       = NULL,
+       lease_until     = NULL,
        checkpoint_json = NULL,
-       completed_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-       duration_ms   = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-                                    - julianday(coalesce(attempt_started_at, strftime('%Y-%m-%dT%H:%M:%fZ','now'))))
-                                   * 86400000) AS INTEGER),
-       updated_at    = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ?;
+       completed_at    = now(),
+       duration_ms     = CAST(round((julianday(now()) - julianday(coalesce(attempt_started_at, now()))) * 86400000) AS INTEGER),
+       updated_at      = now()
+ WHERE id = ?3;
 
 -- name: clear_lease
 UPDATE workflow_runs
@@ -286,12 +301,13 @@ UPDATE workflow_runs
        claim_state  = 'queued',
        leased_by    = NULL,
        lease_until  = NULL,
-       available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-       updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ?;
+       available_at = now(),
+       updated_at   = now()
+ WHERE id = ?1
+RETURNING coalesce(runner_pool, '');
 
 -- name: get_run
-SELECT /*run_columns*/ FROM workflow_runs WHERE id = ? AND (? = '' OR workspace_id = ?);
+SELECT /*run_columns*/ FROM workflow_runs WHERE id = ?1 AND (?2 = '' OR workspace_id = ?2);
 
 -- name: list_runs
 SELECT /*run_columns*/ FROM workflow_runs
@@ -302,165 +318,145 @@ SELECT /*run_columns*/ FROM workflow_runs
  LIMIT ?4;
 
 -- name: list_steps
-SELECT run_id, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
-       coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)
-  FROM workflow_steps
- WHERE run_id = ? AND (? = 0 OR attempt = ?)
- ORDER BY attempt, rowid; -- rowid: first-start order (an upsert keeps it)
+-- rowid: first-start order (an upsert keeps it).
+SELECT /*step_columns*/ FROM workflow_steps
+ WHERE run_id = ?1 AND (?2 = 0 OR attempt = ?2)
+ ORDER BY attempt, rowid;
 
--- name: get_step
-SELECT run_id, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
-       coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)
-  FROM workflow_steps
- WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ?;
+-- name: steps_of
+-- A run's steps of one attempt in given statuses (the mirror hook's
+-- current and ended steps; the workflow_steps_current partial index).
+SELECT /*step_columns*/ FROM workflow_steps
+ WHERE run_id = ?1 AND attempt = ?2 AND status IN (SELECT value FROM json_each(?3))
+ ORDER BY scope_path, step_id
+ LIMIT coalesce(?4, -1);
 
 -- name: list_events
 SELECT id, run_id, attempt, event_type, coalesce(node_id, ''), scope_path, payload_json, created_at
   FROM workflow_run_events
- WHERE run_id = ? AND id > ?
+ WHERE run_id = ?1 AND id > ?2
  ORDER BY id
- LIMIT ?;
+ LIMIT coalesce(?3, -1);
 
 -- name: list_checkpoints
 SELECT run_id, scope_path, step_id, attempt, context_json, outputs_json,
-       coalesce(previous_body_ref, ''), created_at, context_blob, outputs_blob
+       coalesce(previous_body_ref, ''), created_at, coalesce(context_blob, ''), coalesce(outputs_blob, '')
   FROM workflow_run_checkpoints
- WHERE run_id = ? AND (? = 0 OR attempt = ?)
+ WHERE run_id = ?1 AND (?2 = 0 OR attempt = ?2)
  ORDER BY created_at, rowid;
 
 -- name: upsert_receipt
 -- Takes the key unless an unexpired receipt holds it.
 INSERT INTO idempotency_receipts (workspace_id, key, run_id, expires_at)
-VALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ','now', ?4))
+VALUES (?1, ?2, ?3, now(?4))
 ON CONFLICT (workspace_id, key) DO UPDATE
    SET run_id = excluded.run_id, created_at = excluded.created_at, expires_at = excluded.expires_at
- WHERE idempotency_receipts.expires_at < strftime('%Y-%m-%dT%H:%M:%fZ','now');
+ WHERE idempotency_receipts.expires_at < now();
 
 -- name: receipt_run
-SELECT run_id FROM idempotency_receipts WHERE workspace_id = ? AND key = ?;
+SELECT run_id FROM idempotency_receipts WHERE workspace_id = ?1 AND key = ?2;
 
 -- name: expired_leases
-SELECT id, workspace_id, env, attempt, max_attempts, recovery_mode, coalesce(leased_by, ''), lease_epoch
+SELECT id, workspace_id, env, attempt, max_attempts, recovery_mode, coalesce(leased_by, ''),
+       lease_epoch, coalesce(runner_pool, '')
   FROM workflow_runs
- WHERE lease_until < strftime('%Y-%m-%dT%H:%M:%fZ','now')
+ WHERE lease_until < now()
    AND claim_state IN ('claimed', 'running')
  ORDER BY lease_until
- LIMIT ?;
+ LIMIT ?1;
 
 -- name: run_lost
 UPDATE workflow_runs
-   SET status      = 'interrupted',
-       claim_state = 'abandoned',
-       error       = ?,
-       leased_by   = NULL,
-       lease_until = NULL,
-       updated_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ?;
+   SET status = 'interrupted', claim_state = 'abandoned', error = ?1,
+       leased_by = NULL, lease_until = NULL, updated_at = now()
+ WHERE id = ?2;
 
 -- name: run_lost_requeue
 UPDATE workflow_runs
-   SET claim_state  = 'queued',
-       attempt      = attempt + 1,
-       attempt_started_at = NULL,
-       available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?),
-       updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ?;
+   SET claim_state = 'queued', attempt = attempt + 1, attempt_started_at = NULL,
+       available_at = now(?1), updated_at = now()
+ WHERE id = ?2;
 
 -- name: steps_lost
 -- The step instances a lost runner left running end with the attempt.
 UPDATE workflow_steps
    SET status      = 'failed',
        error       = ?1,
-       finished_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-       updated_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-       duration_ms = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-                                  - julianday(started_at)) * 86400000) AS INTEGER)
+       finished_at = now(),
+       updated_at  = now(),
+       duration_ms = CAST(round((julianday(now()) - julianday(started_at)) * 86400000) AS INTEGER)
  WHERE run_id = ?2 AND attempt = ?3 AND status IN ('running', 'waiting');
 
 -- name: run_cancelled
 UPDATE workflow_runs
-   SET status       = 'cancelled',
-       claim_state  = 'complete',
-       leased_by    = NULL,
-       lease_until  = NULL,
+   SET status          = 'cancelled',
+       claim_state     = 'complete',
+       leased_by       = NULL,
+       lease_until     = NULL,
        checkpoint_json = NULL,
-       completed_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-       duration_ms  = CAST(round((julianday(strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-                                   - julianday(coalesce(attempt_started_at, strftime('%Y-%m-%dT%H:%M:%fZ','now'))))
-                                  * 86400000) AS INTEGER),
-       updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ?;
+       completed_at    = now(),
+       duration_ms     = CAST(round((julianday(now()) - julianday(coalesce(attempt_started_at, now()))) * 86400000) AS INTEGER),
+       updated_at      = now()
+ WHERE id = ?1;
 
 -- name: steps_cancelled
 UPDATE workflow_steps
-   SET status = 'cancelled', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-       updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE run_id = ? AND attempt = ? AND status IN ('running', 'waiting');
+   SET status = 'cancelled', finished_at = now(), updated_at = now()
+ WHERE run_id = ?1 AND attempt = ?2 AND status IN ('running', 'waiting');
 
 -- name: run_state
-SELECT workspace_id, env, attempt, status, claim_state FROM workflow_runs
+-- The run an operator action or a wake acts on (the single writer
+-- serialises them; PostgreSQL locks the row).
+SELECT workspace_id, env, attempt, status, claim_state, coalesce(runner_pool, '') FROM workflow_runs
  WHERE id = ?1 AND (?2 = '' OR workspace_id = ?2);
 
 -- name: run_cancel_requested
-UPDATE workflow_runs
-   SET cancel_requested = 1, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ?;
+UPDATE workflow_runs SET cancel_requested = 1, updated_at = now() WHERE id = ?1;
 
 -- name: run_requeued
 UPDATE workflow_runs
-   SET status           = 'queued',
-       claim_state      = 'queued',
-       attempt          = attempt + 1,
+   SET status             = 'queued',
+       claim_state        = 'queued',
+       attempt            = attempt + 1,
        attempt_started_at = NULL,
-       max_attempts     = max(max_attempts, attempt + 1),
-       available_at     = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-       recovery_mode    = coalesce(nullif(?1, ''), recovery_mode),
-       definition_id    = coalesce(nullif(?2, ''), definition_id),
-       workflow_revision = coalesce(nullif(?3, ''), workflow_revision),
-       error            = NULL,
-       dead_lettered    = 0,
-       cancel_requested = 0,
-       completed_at     = NULL,
-       duration_ms      = NULL,
-       leased_by        = NULL,
-       lease_until      = NULL,
-       updated_at       = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+       max_attempts       = max(max_attempts, attempt + 1),
+       available_at       = now(),
+       recovery_mode      = coalesce(nullif(?1, ''), recovery_mode),
+       definition_id      = coalesce(nullif(?2, ''), definition_id),
+       workflow_revision  = coalesce(nullif(?3, ''), workflow_revision),
+       error              = NULL,
+       dead_lettered      = 0,
+       cancel_requested   = 0,
+       completed_at       = NULL,
+       duration_ms        = NULL,
+       leased_by          = NULL,
+       lease_until        = NULL,
+       updated_at         = now()
  WHERE id = ?4;
-
--- name: insert_blob
-INSERT INTO workflow_blobs (sha256, size_bytes, data) VALUES (?, ?, ?)
-ON CONFLICT (sha256) DO NOTHING;
-
--- name: get_blob
-SELECT data FROM workflow_blobs WHERE sha256 = ?;
 
 -- Durable waits (SPEC §6) -------------------------------------------------
 
 -- name: run_paused
 -- Commit boundary 1: paused with the context snapshot; the lease is kept.
-UPDATE workflow_runs
-   SET status          = 'paused',
-       checkpoint_json = ?1,
-       updated_at      = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ?2;
+UPDATE workflow_runs SET status = 'paused', checkpoint_json = ?1, updated_at = now() WHERE id = ?2;
 
 -- name: step_waiting
 -- The wait's step row becomes waiting (opened when it was not). A
 -- succeeded row is final: the caller reports ErrConflict.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
-                            kind, status, tries, started_at, updated_at, seq)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting', 1, strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-        strftime('%Y-%m-%dT%H:%M:%fZ','now'), 0)
+                            kind, status, tries, started_at, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'waiting', 1, now(), now())
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
    SET status = 'waiting', finished_at = NULL, duration_ms = NULL, updated_at = excluded.updated_at
- WHERE workflow_steps.status <> 'succeeded';
+ WHERE workflow_steps.status <> 'succeeded'
+RETURNING /*step_columns*/;
 
 -- name: get_wait
-SELECT /*wait_columns*/ FROM workflow_waits WHERE id = ?;
+SELECT /*wait_columns*/ FROM workflow_waits WHERE id = ?1;
 
 -- name: get_wait_by_step
 SELECT /*wait_columns*/ FROM workflow_waits
- WHERE run_id = ? AND attempt = ? AND scope_path = ? AND step_id = ?;
+ WHERE run_id = ?1 AND attempt = ?2 AND scope_path = ?3 AND step_id = ?4;
 
 -- name: list_waits
 SELECT /*wait_columns*/ FROM workflow_waits
@@ -476,9 +472,9 @@ INSERT INTO workflow_waits (id, run_id, workspace_id, attempt, scope_path, step_
                             signal, correlation_key, token_hash, key_id,
                             wake_at, expires_at, notify_json, next_notify_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?14, ?15,
-        coalesce(?10, CASE WHEN ?11 IS NULL THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now', ?11) END),
-        coalesce(?12, CASE WHEN ?13 IS NULL THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now', ?13) END),
-        ?16, CASE WHEN ?16 IS NULL THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now', ?17) END);
+        coalesce(?10, CASE WHEN ?11 IS NULL THEN NULL ELSE now(?11) END),
+        coalesce(?12, CASE WHEN ?13 IS NULL THEN NULL ELSE now(?13) END),
+        ?16, CASE WHEN ?16 IS NULL THEN NULL ELSE now(?17) END);
 
 -- name: inbox_match
 -- The oldest unconsumed inbox entry for a wait being registered: addressed
@@ -498,35 +494,36 @@ SELECT id, payload FROM (
  LIMIT 1;
 
 -- name: inbox_consume
-UPDATE workflow_wake_inbox SET consumed_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ? AND consumed_at IS NULL;
+UPDATE workflow_wake_inbox SET consumed_at = now() WHERE id = ?1 AND consumed_at IS NULL;
 
 -- name: insert_inbox
 INSERT INTO workflow_wake_inbox (id, workspace_id, run_id, signal, correlation_key, payload_json)
-VALUES (?, ?, ?, ?, ?, ?)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 RETURNING created_at;
+
+-- name: lock_run
+-- The run a wake acts on (PostgreSQL locks it; the single writer
+-- serialises wakes and parks here).
+SELECT workspace_id, env, attempt FROM workflow_runs WHERE id = ?1;
 
 -- name: wake_wait
 -- Completes a pending wait (the exactly-once point of every wake). A wait
 -- whose timeout passed is closed even before the poller fired it.
 UPDATE workflow_waits
-   SET status       = ?2,
-       payload_json = ?3,
-       consumed_at  = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+   SET status = ?2, payload_json = ?3, consumed_at = now()
  WHERE id = ?1 AND status = 'pending'
-   AND (?4 = 0 OR expires_at IS NULL OR expires_at > strftime('%Y-%m-%dT%H:%M:%fZ','now'));
+   AND (?4 = 0 OR expires_at IS NULL OR expires_at > now());
 
 -- name: requeue_parked
 -- A wake re-queues a parked run (available now), unless the woken wait's
 -- step no longer waits (the engine gave it up): nothing would resume it.
 UPDATE workflow_runs
-   SET claim_state  = 'queued',
-       available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
-       updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
+   SET claim_state = 'queued', available_at = now(), updated_at = now()
  WHERE id = ?1 AND claim_state = 'parked'
    AND EXISTS (SELECT 1 FROM workflow_steps
                 WHERE run_id = ?1 AND attempt = ?2 AND scope_path = ?3 AND step_id = ?4
-                  AND status = 'waiting');
+                  AND status = 'waiting')
+RETURNING coalesce(runner_pool, '');
 
 -- name: park_run
 -- Commit boundary 3: the lease is released; queued at once when a wait of
@@ -540,12 +537,12 @@ UPDATE workflow_runs
             WHERE w.run_id = workflow_runs.id AND w.attempt = workflow_runs.attempt
               AND w.status IN ('woken', 'timed_out') AND s.status = 'waiting')
          THEN 'queued' ELSE 'parked' END,
-       available_at = strftime('%Y-%m-%dT%H:%M:%fZ','now'),
+       available_at = now(),
        leased_by    = NULL,
        lease_until  = NULL,
-       updated_at   = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE id = ? AND status = 'paused'
-RETURNING claim_state;
+       updated_at   = now()
+ WHERE id = ?1 AND status = 'paused'
+RETURNING claim_state, coalesce(runner_pool, '');
 
 -- name: pending_wait_for_signal
 -- The oldest pending signal or approval wait a signal wakes: of the run
@@ -555,18 +552,18 @@ SELECT id FROM (
         WHERE ?1 <> '' AND run_id = ?1 AND status = 'pending'
           AND kind IN ('signal', 'approval') AND signal = ?3
           AND (?4 = '' OR correlation_key = ?4)
-          AND (expires_at IS NULL OR expires_at > strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+          AND (expires_at IS NULL OR expires_at > now())
        UNION ALL
        SELECT id, created_at, rowid FROM workflow_waits
         WHERE ?1 = '' AND status = 'pending' AND workspace_id = ?2 AND signal = ?3
           AND correlation_key = ?4 AND kind IN ('signal', 'approval')
-          AND (expires_at IS NULL OR expires_at > strftime('%Y-%m-%dT%H:%M:%fZ','now')))
+          AND (expires_at IS NULL OR expires_at > now()))
  ORDER BY created_at, r
  LIMIT 1;
 
 -- name: pending_child_wait
 SELECT id FROM workflow_waits
- WHERE run_id = ? AND kind = 'child' AND correlation_key = ? AND status = 'pending'
+ WHERE run_id = ?1 AND kind = 'child' AND correlation_key = ?2 AND status = 'pending'
  ORDER BY created_at, rowid
  LIMIT 1;
 
@@ -575,42 +572,39 @@ SELECT id FROM workflow_waits
 -- earliest deadline first. Each branch walks its partial index.
 SELECT id FROM (
        SELECT id, wake_at AS due, rowid AS r FROM workflow_waits
-        WHERE status = 'pending' AND wake_at IS NOT NULL
-          AND wake_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now')
+        WHERE status = 'pending' AND wake_at IS NOT NULL AND wake_at <= now()
        UNION ALL
        SELECT id, expires_at AS due, rowid AS r FROM workflow_waits
-        WHERE status = 'pending' AND expires_at IS NOT NULL
-          AND expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+        WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= now())
  GROUP BY id
  ORDER BY min(due), min(r)
- LIMIT ?;
+ LIMIT ?1;
 
 -- name: pending_notifies
 SELECT /*wait_columns*/ FROM workflow_waits
  WHERE status = 'pending' AND notify_json IS NOT NULL AND notified_at IS NULL
-   AND next_notify_at <= strftime('%Y-%m-%dT%H:%M:%fZ','now')
+   AND next_notify_at <= now()
  ORDER BY next_notify_at, rowid
- LIMIT ?;
+ LIMIT ?1;
 
 -- name: mark_notified
 UPDATE workflow_waits
-   SET notified_at    = CASE WHEN ?2 THEN strftime('%Y-%m-%dT%H:%M:%fZ','now') ELSE notified_at END,
+   SET notified_at    = CASE WHEN ?2 THEN now() ELSE notified_at END,
        notify_tries   = notify_tries + CASE WHEN ?2 THEN 0 ELSE 1 END,
-       next_notify_at = CASE WHEN ?2 THEN next_notify_at ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now', ?3) END
- WHERE id = ?1;
+       next_notify_at = CASE WHEN ?2 THEN next_notify_at ELSE now(?3) END
+ WHERE id = ?1
+RETURNING run_id;
 
 -- name: cancel_waits
 -- A run's end: its pending waits (every attempt) are cancelled.
-UPDATE workflow_waits
-   SET status = 'cancelled', consumed_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE run_id = ? AND status = 'pending'
+UPDATE workflow_waits SET status = 'cancelled', consumed_at = now()
+ WHERE run_id = ?1 AND status = 'pending'
 RETURNING id;
 
 -- name: cancel_attempt_waits
 -- An attempt's end (sweep, retry): its pending waits are cancelled.
-UPDATE workflow_waits
-   SET status = 'cancelled', consumed_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')
- WHERE run_id = ? AND attempt = ? AND status = 'pending'
+UPDATE workflow_waits SET status = 'cancelled', consumed_at = now()
+ WHERE run_id = ?1 AND attempt = ?2 AND status = 'pending'
 RETURNING id;
 
 -- name: unresumed_wakes
@@ -622,13 +616,13 @@ SELECT w.workspace_id, coalesce(w.signal, ''), coalesce(w.correlation_key, ''),
   JOIN workflow_steps s
     ON s.run_id = w.run_id AND s.attempt = w.attempt
    AND s.scope_path = w.scope_path AND s.step_id = w.step_id
- WHERE w.run_id = ? AND w.attempt = ? AND w.status = 'woken'
+ WHERE w.run_id = ?1 AND w.attempt = ?2 AND w.status = 'woken'
    AND w.kind IN ('signal', 'approval', 'child') AND s.status = 'waiting'
  ORDER BY w.consumed_at, w.rowid;
 
 -- name: run_end_info
 SELECT coalesce(parent_run_id, ''), status, coalesce(output_json, 'null'), coalesce(error, ''), workspace_id
-  FROM workflow_runs WHERE id = ?;
+  FROM workflow_runs WHERE id = ?1;
 
 -- name: child_end
 -- A child run's end, read when its parent's child wait registers and no
@@ -640,26 +634,23 @@ SELECT status, coalesce(output_json, 'null'), coalesce(error, '')
 
 -- name: children
 SELECT id FROM workflow_runs
- WHERE parent_run_id = ? AND status NOT IN ('succeeded', 'failed', 'cancelled')
+ WHERE parent_run_id = ?1 AND status NOT IN ('succeeded', 'failed', 'cancelled')
  ORDER BY created_at, rowid;
 
--- name: run_pool
-SELECT coalesce(runner_pool, '') FROM workflow_runs WHERE id = ?;
+-- Session variables and wake keys ----------------------------------------
 
 -- name: session_get
 SELECT workspace_id, session_id, key, value_json, coalesce(origin_run_id, ''), keep_until, updated_at
   FROM workflow_session_vars
- WHERE workspace_id = ? AND session_id = ? AND key = ?
-   AND (keep_until IS NULL OR keep_until >= strftime('%Y-%m-%dT%H:%M:%fZ','now'));
+ WHERE workspace_id = ?1 AND session_id = ?2 AND key = ?3
+   AND (keep_until IS NULL OR keep_until >= now());
 
 -- name: session_set
 -- keep_until: ?6 (an instant), or the database's now moved by the
 -- modifier ?7 when it is not NULL (a keep_until duration is measured on
 -- the database's clock, the one the session GC compares with).
 INSERT INTO workflow_session_vars (workspace_id, session_id, key, value_json, origin_run_id, keep_until, updated_at)
-VALUES (?1, ?2, ?3, ?4, ?5,
-        CASE WHEN ?7 IS NULL THEN ?6 ELSE strftime('%Y-%m-%dT%H:%M:%fZ','now', ?7) END,
-        strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+VALUES (?1, ?2, ?3, ?4, ?5, CASE WHEN ?7 IS NULL THEN ?6 ELSE now(?7) END, now())
 ON CONFLICT (workspace_id, session_id, key) DO UPDATE
    SET value_json = excluded.value_json, origin_run_id = excluded.origin_run_id,
        keep_until = excluded.keep_until, updated_at = excluded.updated_at
@@ -667,14 +658,13 @@ RETURNING workspace_id, session_id, key, value_json, coalesce(origin_run_id, '')
 
 -- name: session_drop_run
 -- A run's end drops the variables it wrote without keep_until.
-DELETE FROM workflow_session_vars WHERE origin_run_id = ? AND keep_until IS NULL
+DELETE FROM workflow_session_vars WHERE origin_run_id = ?1 AND keep_until IS NULL
 RETURNING workspace_id, session_id, key;
 
 -- name: session_gc
 DELETE FROM workflow_session_vars
  WHERE rowid IN (SELECT rowid FROM workflow_session_vars
-                  WHERE keep_until < strftime('%Y-%m-%dT%H:%M:%fZ','now')
-                  ORDER BY keep_until LIMIT ?)
+                  WHERE keep_until < now() ORDER BY keep_until LIMIT ?1)
 RETURNING workspace_id, session_id, key;
 
 -- name: wake_keys
@@ -684,8 +674,86 @@ SELECT id, fingerprint, created_at FROM wake_keys ORDER BY created_at DESC, rowi
 -- name: insert_wake_key
 -- A known id keeps its first fingerprint, unless it has none (a key whose
 -- secret migration 00008 moved to the key file).
-INSERT INTO wake_keys (id, fingerprint) VALUES (?, ?)
+INSERT INTO wake_keys (id, fingerprint) VALUES (?1, ?2)
 ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint WHERE wake_keys.fingerprint = '';
 
 -- name: get_wake_key
-SELECT id, fingerprint, created_at FROM wake_keys WHERE id = ?;
+SELECT id, fingerprint, created_at FROM wake_keys WHERE id = ?1;
+
+-- The outbox (SPEC §8) -----------------------------------------------------
+
+-- name: mirror_bump
+UPDATE workflow_runs SET mirror_version = mirror_version + 1, mirror_hash = ?2
+ WHERE id = ?1 AND (?3 OR mirror_hash IS NOT ?2)
+RETURNING mirror_version;
+
+-- name: outbox_append
+-- The rows in the order given (ids ascend with it).
+INSERT INTO mirror_outbox (run_id, kind, payload, version)
+SELECT r.value, k.value, p.value, v.value
+  FROM json_each(?1) r
+  JOIN json_each(?2) k ON k.key = r.key
+  JOIN json_each(?3) p ON p.key = r.key
+  JOIN json_each(?4) v ON v.key = r.key
+ ORDER BY r.key;
+
+-- name: outbox_any
+SELECT 1 FROM mirror_outbox WHERE applied_at IS NULL LIMIT 1;
+
+-- name: outbox_unapplied
+SELECT id, run_id, kind, payload, version, created_at
+  FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id LIMIT ?1;
+
+-- name: outbox_mark_applied
+UPDATE mirror_outbox SET applied_at = now() WHERE id IN (SELECT value FROM json_each(?1));
+
+-- name: outbox_prune
+DELETE FROM mirror_outbox WHERE id IN (
+       SELECT id FROM mirror_outbox WHERE applied_at IS NOT NULL AND applied_at < now(?1) LIMIT ?2);
+
+-- name: outbox_window
+-- OutboxStats: of the ?1 newest unapplied rows their count, the oldest's
+-- age and the highest id; the lowest unapplied id and its age (seconds).
+WITH newest AS (
+       SELECT id, (julianday('now') - julianday(created_at)) * 86400.0 AS age
+         FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id DESC LIMIT ?1),
+     oldest AS (
+       SELECT id, (julianday('now') - julianday(created_at)) * 86400.0 AS age
+         FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id LIMIT 1)
+SELECT count(*), coalesce(max(newest.age), 0.0), coalesce(max(newest.id), 0),
+       coalesce((SELECT id FROM oldest), 0), coalesce((SELECT age FROM oldest), 0.0)
+  FROM newest;
+
+-- name: outbox_buckets
+-- OutboxStats' age buckets of the ?1 newest unapplied rows: bucket i
+-- holds the ages at least bound i-1 and below bound i (?2, ascending).
+WITH newest AS (
+       SELECT (julianday('now') - julianday(created_at)) * 86400.0 AS age
+         FROM mirror_outbox WHERE applied_at IS NULL ORDER BY id DESC LIMIT ?1)
+SELECT (SELECT count(*) FROM json_each(?2) b WHERE b.value <= newest.age) AS bucket, count(*)
+  FROM newest GROUP BY bucket;
+
+-- name: mirror_runs_ids
+SELECT r.id, r.mirror_version,
+       (SELECT count(*) FROM mirror_outbox o WHERE o.applied_at IS NULL AND o.run_id = r.id)
+  FROM workflow_runs r WHERE r.id IN (SELECT value FROM json_each(?1)) ORDER BY r.id;
+
+-- name: mirror_runs_page
+SELECT r.id, r.mirror_version,
+       (SELECT count(*) FROM mirror_outbox o WHERE o.applied_at IS NULL AND o.run_id = r.id)
+  FROM workflow_runs r
+ WHERE (r.status NOT IN ('succeeded', 'failed', 'cancelled') OR coalesce(r.completed_at, r.updated_at) >= now(?1))
+   AND r.id > ?2
+ ORDER BY r.id LIMIT ?3;
+
+-- name: drain_lease_take
+-- The drain lease is taken when free, expired or already the owner's.
+INSERT INTO mirror_drain_lock (name, owner, until) VALUES (?1, ?2, now(?3))
+ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, until = excluded.until
+ WHERE mirror_drain_lock.owner = excluded.owner OR mirror_drain_lock.until < now();
+
+-- name: drain_lease_renew
+UPDATE mirror_drain_lock SET until = now(?3) WHERE name = ?1 AND owner = ?2;
+
+-- name: drain_lease_release
+DELETE FROM mirror_drain_lock WHERE name = ?1 AND owner = ?2;

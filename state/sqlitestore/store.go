@@ -8,57 +8,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
 	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/starflow/starflow/internal/sqlq"
+	"github.com/starflow/starflow/internal/storecore"
 	"github.com/starflow/starflow/state"
 )
 
 //go:embed migrations/*.sql
 var migrationsFS embed.FS
-
-//go:embed queries.sql
-var queriesSQL string
-
-var queries = sqlq.MustParse(queriesSQL)
-
-// runColumns is the column list scanned by scanRun, substituted for the
-// /*run_columns*/ marker in queries.sql.
-const runColumns = `id, workspace_id, env, coalesce(definition_id, ''), workflow_name,
-	workflow_revision, coalesce(template_id, ''), status, claim_state, coalesce(runner_pool, ''),
-	priority, coalesce(leased_by, ''), lease_until, lease_epoch, last_heartbeat, claim_attempts,
-	attempt, max_attempts, available_at, recovery_mode, trigger_type, coalesce(parent_run_id, ''),
-	coalesce(idempotency_key, ''), input_json, output_json, checkpoint_json, coalesce(phase, ''),
-	coalesce(error, ''), dead_lettered, cancel_requested, created_at, started_at, completed_at,
-	coalesce(duration_ms, 0), updated_at, attempt_started_at`
-
-func q(name string) string {
-	s, ok := queries[name]
-	if !ok {
-		panic("sqlitestore: no query " + name)
-	}
-	s = strings.Replace(s, "/*run_columns*/", runColumns, 1)
-	s = strings.Replace(s, "/*step_columns*/", stepColumns, 1)
-	return strings.Replace(s, "/*wait_columns*/", waitColumns, 1)
-}
-
-// stepColumns is the column list scanned by scanStep, substituted for the
-// /*step_columns*/ marker in queries.sql (the step writes' RETURNING).
-const stepColumns = `run_id, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
-	coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)`
-
-// waitColumns is the column list scanned by scanWait, substituted for the
-// /*wait_columns*/ marker in queries.sql.
-const waitColumns = `id, run_id, workspace_id, attempt, scope_path, step_id, kind,
-	coalesce(signal, ''), coalesce(correlation_key, ''), coalesce(token_hash, ''),
-	coalesce(key_id, ''), wake_at, expires_at, status, payload_json, notify_json,
-	notified_at, notify_tries, created_at, consumed_at`
 
 // Synchronous values for Config.Synchronous.
 const (
@@ -124,35 +85,44 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Store is the SQLite adapter. It is safe for concurrent use.
+// Memory is the Config.Path of an in-memory database: nothing survives
+// Close (state/nullstore). It has one connection, for writes and reads.
+const Memory = ":memory:"
+
+// Store is the SQLite adapter: the store core (internal/storecore) over
+// the SQLite dialect. It is safe for concurrent use.
 type Store struct {
+	*storecore.Store
 	cfg   Config
+	d     *dialect
 	write *sql.DB // exactly one connection: the single writer
 	read  *sql.DB
-	// stmts are the queries of queries.sql prepared on the writer,
-	// lazily at the first write (the tables must exist by then).
-	mu    sync.Mutex
-	stmts map[string]*sql.Stmt
 }
 
 var _ state.Adapter = (*Store)(nil)
 
-// Open opens (creating if needed) the database at cfg.Path. It does not
-// migrate; call Migrate. A new database file is created with FileMode
-// (0600), and existing files of the database that other users may access
-// are made owner-only, with a warning on cfg.Logger naming each.
+// Open opens (creating if needed) the database at cfg.Path, or an empty
+// in-memory database when cfg.Path is Memory. It does not migrate; call
+// Migrate. A new database file is created with FileMode (0600), and
+// existing files of the database that other users may access are made
+// owner-only, with a warning on cfg.Logger naming each.
 func Open(cfg Config) (*Store, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := secureFiles(cfg.Path, cfg.Logger); err != nil {
-		return nil, err
+	memory := cfg.Path == Memory
+	if !memory {
+		if err := secureFiles(cfg.Path, cfg.Logger); err != nil {
+			return nil, err
+		}
 	}
 	dsn := func(txlock string, readOnly bool) string {
 		v := url.Values{}
 		v.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds()))
-		v.Add("_pragma", "journal_mode(WAL)")
+		if !memory {
+			v.Add("_pragma", "journal_mode(WAL)")
+		}
 		v.Add("_pragma", "synchronous("+cfg.Synchronous+")")
 		v.Add("_pragma", "foreign_keys(1)")
 		if readOnly {
@@ -168,17 +138,22 @@ func Open(cfg Config) (*Store, error) {
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
 	if err := ping(w, cfg.BusyTimeout); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", cfg.Path, err)
 	}
-	r, err := sql.Open("sqlite", dsn("deferred", true))
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("sqlitestore: open %s: %w", cfg.Path, err)
+	r := w
+	if !memory {
+		if r, err = sql.Open("sqlite", dsn("deferred", true)); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("sqlitestore: open %s: %w", cfg.Path, err)
+		}
+		r.SetMaxOpenConns(cfg.ReadConns)
 	}
-	r.SetMaxOpenConns(cfg.ReadConns)
-	return &Store{cfg: cfg, write: w, read: r}, nil
+	d := &dialect{write: w, read: r}
+	core := storecore.New(d, storecore.Config{Name: "sqlitestore", Hooks: cfg.Hooks, BlobThreshold: cfg.BlobThreshold, Logger: cfg.Logger})
+	return &Store{Store: core, cfg: cfg, d: d, write: w, read: r}, nil
 }
 
 // ping opens the first connection. Switching a new file to WAL takes a
@@ -197,8 +172,12 @@ func ping(db *sql.DB, busyTimeout time.Duration) error {
 	}
 }
 
-// Capabilities implements state.Adapter.
+// Capabilities implements state.Adapter. An in-memory database is not
+// durable and has no key file.
 func (s *Store) Capabilities() state.Capabilities {
+	if s.cfg.Path == Memory {
+		return state.Capabilities{Dialect: "sqlite"}
+	}
 	return state.Capabilities{Durable: true, Dialect: "sqlite", WakeKeyFile: s.cfg.Path + WakeKeyFileSuffix}
 }
 
@@ -261,50 +240,13 @@ func (s *Store) migrate(ctx context.Context) error {
 		case <-time.After(time.Duration(try) * 50 * time.Millisecond):
 		}
 	}
-	s.closeStmts() // the schema may have changed: prepare again
+	s.d.closeStmts() // the schema may have changed: prepare again
 	return nil
 }
 
 // migrateTries bounds Migrate's retries when another process migrates the
 // same file at the same time.
 const migrateTries = 5
-
-// prepared returns the prepared statements, preparing them on first use.
-func (s *Store) prepared(ctx context.Context) (map[string]*sql.Stmt, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stmts != nil {
-		return s.stmts, nil
-	}
-	stmts := make(map[string]*sql.Stmt, len(queries))
-	for name := range queries {
-		st, err := s.write.PrepareContext(ctx, q(name))
-		if err != nil {
-			for _, st := range stmts {
-				st.Close()
-			}
-			return nil, fmt.Errorf("prepare %s (is the database migrated? run starflow migrate): %w", name, err)
-		}
-		stmts[name] = st
-	}
-	s.stmts = stmts
-	return stmts, nil
-}
-
-func (s *Store) closeStmts() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, st := range s.stmts {
-		st.Close()
-	}
-	s.stmts = nil
-}
-
-// Close implements state.Adapter.
-func (s *Store) Close() error {
-	s.closeStmts()
-	return errors.Join(s.read.Close(), s.write.Close())
-}
 
 // DB returns the writer handle, for tests and benchmarks that need raw SQL
 // on the same connection settings.

@@ -90,9 +90,7 @@ func (s *suite) testDefinitions(t *testing.T) {
 	t.Run("NotFound", func(t *testing.T) {
 		t.Parallel()
 		h := s.adapter(t)
-		if h.caps.Durable {
-			put(h, "", "orders", "rev1", `{}`)
-		}
+		put(h, "", "orders", "rev1", `{}`)
 		for _, p := range []*state.GetDefinitionParams{
 			{ID: "00000000-0000-0000-0000-000000000000"},
 			{Name: "nope"},
@@ -106,11 +104,9 @@ func (s *suite) testDefinitions(t *testing.T) {
 				t.Errorf("GetDefinition(%+v) returned %+v with the error", p, d)
 			}
 		}
-		if h.caps.Durable {
-			d := put(h, "", "billing", "r", `{}`)
-			_, err := h.a.GetDefinition(h.ctx(), &state.GetDefinitionParams{ID: d.ID, WorkspaceID: "acme"})
-			wantErrIs(t, "GetDefinition by id from another workspace", err, starflowtype.ErrNotFound)
-		}
+		d := put(h, "", "billing", "r", `{}`)
+		_, err := h.a.GetDefinition(h.ctx(), &state.GetDefinitionParams{ID: d.ID, WorkspaceID: "acme"})
+		wantErrIs(t, "GetDefinition by id from another workspace", err, starflowtype.ErrNotFound)
 	})
 }
 

@@ -21,13 +21,11 @@
 //		}, statetest.Options{})
 //	}
 //
-// Capability flags decide which cases run. An adapter whose
-// Capabilities().Durable is false is taken to store nothing (nullstore):
-// every case that reads back what it wrote is skipped, and the NonDurable
-// cases check instead that writes succeed and reads are empty. Hook cases
-// that write SQL through the hook's transaction are skipped when
-// Capabilities().Dialect is "". The close-and-reopen case runs only when
-// Options.Reopen is set.
+// Every adapter runs every case but the close-and-reopen one, which runs
+// only when Options.Reopen is set (a durable adapter): a non-durable
+// adapter (nullstore, SQLite in memory) keeps what it writes until it is
+// closed, and must behave as the durable ones do until then. Hooks write
+// through the store's typed state.HookTx.
 //
 // Contract details the suite pins down beyond the method comments of
 // state.Adapter:

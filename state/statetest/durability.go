@@ -19,18 +19,13 @@ func (s *suite) testDurability(t *testing.T) {
 	t.Run("MigrateIdempotent", func(t *testing.T) {
 		t.Parallel()
 		h := s.adapter(t)
-		var r *starflowtype.Run
-		if h.caps.Durable {
-			r = h.enqueue(nil)
-		}
+		r := h.enqueue(nil)
 		for i := range 2 {
 			if err := h.a.Migrate(h.ctx()); err != nil {
 				t.Fatalf("Migrate #%d on a migrated adapter: %v", i+1, err)
 			}
 		}
-		if r != nil {
-			equal(t, "run after Migrate", h.getRun(r.ID).ID, r.ID)
-		}
+		equal(t, "run after Migrate", h.getRun(r.ID).ID, r.ID)
 	})
 
 	t.Run("Reopen", func(t *testing.T) {
@@ -92,59 +87,4 @@ func (s *suite) testDurability(t *testing.T) {
 			t.Errorf("claimed %s after reopening; the only queued run is delayed by an hour", c.ID)
 		}
 	})
-}
-
-// testNonDurable: an adapter that stores nothing accepts every write and
-// answers every read with nothing.
-func (s *suite) testNonDurable(t *testing.T) {
-	t.Parallel()
-	h := s.adapter(t)
-	if h.caps.Durable {
-		t.Skip("statetest: the adapter is durable; the cases above read back what it stores")
-	}
-	const id = "00000000-0000-0000-0000-0000000000aa"
-	l := starflowtype.Lease{RunnerID: runnerA, Epoch: 1}
-
-	d, err := h.a.PutDefinition(h.ctx(), &state.PutDefinitionParams{Name: "orders", Revision: "r1", Spec: json.RawMessage(`{}`)})
-	if err != nil {
-		t.Errorf("PutDefinition: %v", err)
-	} else if d == nil {
-		t.Error("PutDefinition returned no definition")
-	}
-	_, err = h.a.GetDefinition(h.ctx(), &state.GetDefinitionParams{Name: "orders"})
-	wantErrIs(t, "GetDefinition after PutDefinition", err, starflowtype.ErrNotFound)
-
-	r, err := h.a.EnqueueRun(h.ctx(), &state.EnqueueRunParams{ID: id, WorkflowName: "orders"})
-	if err != nil {
-		t.Errorf("EnqueueRun: %v", err)
-	} else if r == nil || r.ID != id {
-		t.Errorf("EnqueueRun returned %+v, want a run with id %s", r, id)
-	}
-	if c := h.claim(runnerA); c != nil {
-		t.Errorf("ClaimRun returned %+v, want nil", c)
-	}
-
-	ghost := &starflowtype.Run{ID: id, Attempt: 1}
-	for _, w := range fencedWrites {
-		err := w.call(h, ghost, l)
-		switch {
-		case w.durable:
-			wantErrIs(t, w.name+" on an adapter that keeps nothing", err, state.ErrNotImplemented)
-		case err != nil:
-			t.Errorf("%s: %v, want nil (writes are discarded)", w.name, err)
-		}
-	}
-	if _, err := h.a.OnRunStart(h.ctx(), &state.RunStartParams{RunID: id, Lease: l}); err != nil {
-		t.Errorf("OnRunStart: %v", err)
-	}
-
-	_, err = h.a.GetRun(h.ctx(), &state.GetRunParams{ID: id})
-	wantErrIs(t, "GetRun after writes", err, starflowtype.ErrNotFound)
-	runs, err := h.a.ListRuns(h.ctx(), &state.ListRunsParams{})
-	if err != nil || len(runs) != 0 {
-		t.Errorf("ListRuns = %v, %v; want empty", runs, err)
-	}
-	equal(t, "ListEvents", len(h.events(id)), 0)
-	equal(t, "ListSteps", len(h.steps(id, 0)), 0)
-	equal(t, "ListCheckpoints", len(h.checkpoints(id, 0)), 0)
 }

@@ -2,10 +2,10 @@ package statetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,36 +17,31 @@ import (
 // errHook is what a failing recorder hook returns.
 var errHook = errors.New("statetest: hook refused the write")
 
-// hookTable is the table the SQL-writing hook creates and fills.
-const hookTable = "statetest_hook_rows"
-
 // recorder is a TxHook that records every Change it sees, can be told to
-// fail one operation, and, when writeSQL is set, writes a row per change
-// into hookTable through the adapter's transaction (and reads the rows
-// committed before).
+// fail one operation, and, when writeRows is set, appends an outbox row
+// per change through the hook's transaction (kind "run", payload
+// {"op": …}).
 type recorder struct {
-	t        *testing.T
-	writeSQL bool
+	t         *testing.T
+	writeRows bool
 
 	mu      sync.Mutex
 	changes []state.Change
-	dialect []string
-	failOp  string
-	seen    map[string][]string // op → ops of the rows visible when it ran (writeSQL)
+	failOp  state.Op
 }
 
-func newRecorder(t *testing.T, writeSQL bool) *recorder {
-	return &recorder{t: t, writeSQL: writeSQL, seen: map[string][]string{}}
+func newRecorder(t *testing.T, writeRows bool) *recorder {
+	return &recorder{t: t, writeRows: writeRows}
 }
 
 // hook is the state.TxHook.
-func (r *recorder) hook(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) error {
+func (r *recorder) hook(ctx context.Context, tx state.HookTx, ch *state.Change) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.changes = append(r.changes, *ch)
-	r.dialect = append(r.dialect, dialect)
-	if r.writeSQL {
-		if err := r.writeRow(ctx, tx, dialect, ch); err != nil {
+	if r.writeRows {
+		row := &state.OutboxRow{RunID: ch.RunID, Kind: state.OutboxKindRun, Payload: []byte(fmt.Sprintf(`{"op":%q}`, ch.Op))}
+		if err := tx.AppendOutbox(ctx, []*state.OutboxRow{row}); err != nil {
 			return err
 		}
 	}
@@ -56,47 +51,7 @@ func (r *recorder) hook(ctx context.Context, tx state.Tx, dialect string, ch *st
 	return nil
 }
 
-// writeRow creates hookTable if needed, records which rows are visible,
-// and inserts one row for ch.
-func (r *recorder) writeRow(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) error {
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+hookTable+` (op TEXT NOT NULL, run_id TEXT NOT NULL)`); err != nil {
-		return fmt.Errorf("create %s: %w", hookTable, err)
-	}
-	rows, err := tx.Query(ctx, `SELECT op FROM `+hookTable)
-	if err != nil {
-		return fmt.Errorf("select from %s: %w", hookTable, err)
-	}
-	var ops []string
-	for rows.Next() {
-		var op string
-		if err := rows.Scan(&op); err != nil {
-			rows.Close()
-			return err
-		}
-		ops = append(ops, op)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	slices.Sort(ops)
-	r.seen[ch.Op] = ops
-	q := `INSERT INTO ` + hookTable + ` (op, run_id) VALUES (` + placeholder(dialect, 1) + `, ` + placeholder(dialect, 2) + `)`
-	if _, err := tx.Exec(ctx, q, ch.Op, ch.RunID); err != nil {
-		return fmt.Errorf("insert into %s: %w", hookTable, err)
-	}
-	return nil
-}
-
-// placeholder is the n-th bind parameter in dialect.
-func placeholder(dialect string, n int) string {
-	if dialect == "postgres" {
-		return fmt.Sprintf("$%d", n)
-	}
-	return "?"
-}
-
-func (r *recorder) setFail(op string) {
+func (r *recorder) setFail(op state.Op) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failOp = op
@@ -104,7 +59,7 @@ func (r *recorder) setFail(op string) {
 
 // last returns the newest change, failing when there is none or it is not
 // of op.
-func (r *recorder) last(op string) state.Change {
+func (r *recorder) last(op state.Op) state.Change {
 	r.t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -116,12 +71,6 @@ func (r *recorder) last(op string) state.Change {
 		r.t.Fatalf("last change is of %q, want %q", ch.Op, op)
 	}
 	return ch
-}
-
-func (r *recorder) seenBy(op string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.seen[op]
 }
 
 // testHooks: a TxHook sees each write's Change, can veto the write, and can
@@ -137,7 +86,7 @@ func (s *suite) testHooks(t *testing.T) {
 		// checkRun: the change's Run is the run row as the write left it.
 		checkRun := func(ch state.Change, id string) {
 			t.Helper()
-			equal(t, ch.Op+" RunID", ch.RunID, id)
+			equal(t, string(ch.Op)+" RunID", ch.RunID, id)
 			if ch.Run == nil {
 				t.Errorf("%s: Change.Run is nil", ch.Op)
 				return
@@ -225,7 +174,7 @@ func (s *suite) testHooks(t *testing.T) {
 		// The other step writes: retry, error (of a started step and of one
 		// that never started), skipped. Each Change carries the run and the
 		// step row exactly as stored.
-		checkStep := func(op string, k state.StepKey, status starflowtype.StepStatus) {
+		checkStep := func(op state.Op, k state.StepKey, status starflowtype.StepStatus) {
 			t.Helper()
 			ch := rec.last(op)
 			checkRun(ch, r.ID)
@@ -233,7 +182,7 @@ func (s *suite) testHooks(t *testing.T) {
 			if len(ch.Steps) != 1 || !reflect.DeepEqual(ch.Steps[0], h.step(k)) {
 				t.Errorf("%s Change.Steps = %s, want the stored row %s", op, dump(ch.Steps), dump(h.step(k)))
 			} else {
-				equal(t, op+" change step status", ch.Steps[0].Status, status)
+				equal(t, string(op)+" change step status", ch.Steps[0].Status, status)
 			}
 		}
 		k2 := stepKey(c, "", "flaky")
@@ -269,14 +218,6 @@ func (s *suite) testHooks(t *testing.T) {
 		checkRun(ch, r.ID)
 		equal(t, "OnRunComplete change status", ch.Run.Status, starflowtype.RunSucceeded)
 		checkEvents(ch, r.ID, mark)
-
-		rec.mu.Lock()
-		for i, d := range rec.dialect {
-			if d != h.caps.Dialect {
-				t.Errorf("hook %d (%s) got dialect %q, want Capabilities().Dialect %q", i, rec.changes[i].Op, d, h.caps.Dialect)
-			}
-		}
-		rec.mu.Unlock()
 	})
 
 	t.Run("ErrorRollsBack", func(t *testing.T) {
@@ -293,7 +234,7 @@ func (s *suite) testHooks(t *testing.T) {
 					w.setup(h, run, l)
 				}
 				before := h.snapshot(run.ID)
-				rec.setFail(op)
+				rec.setFail(state.Op(op))
 				err := w.call(h, run, l)
 				wantErrIs(t, w.name+" with a failing hook", err, errHook)
 				if errors.Is(err, starflowtype.ErrLeaseLost) {
@@ -352,27 +293,37 @@ func (s *suite) testHooks(t *testing.T) {
 		t.Parallel()
 		rec := newRecorder(t, true)
 		h := s.stored(t, rec.hook)
-		if h.caps.Dialect == "" {
-			t.Skip("statetest: the adapter is not SQL (Capabilities().Dialect is empty), so a hook cannot write rows through its transaction")
+		ob, ok := h.a.(state.Outbox)
+		if !ok {
+			t.Skip("statetest: the adapter does not implement state.Outbox, so the rows a hook appends cannot be read back")
 		}
 		r := h.enqueue(nil)
 		if _, err := h.a.PutDefinition(h.ctx(), &state.PutDefinitionParams{Name: "wf", Revision: "r1", Spec: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
-		equal(t, "rows PutDefinition's hook saw", dump(rec.seenBy("PutDefinition")), dump([]string{"EnqueueRun"}))
-
 		rec.setFail("OnRunStart")
 		c := h.claimID(r.ID, runnerA)
 		_, err := h.a.OnRunStart(h.ctx(), &state.RunStartParams{RunID: r.ID, Lease: c.Lease()})
 		wantErrIs(t, "OnRunStart with a failing hook", err, errHook)
 		rec.setFail("")
-
 		if err := h.a.RecordPhaseIfChanged(h.ctx(), &state.RecordPhaseParams{RunID: r.ID, Lease: c.Lease(), Phase: "p"}); err != nil {
 			t.Fatal(err)
 		}
-		// The rows of committed writes are visible; the refused
-		// OnRunStart's row went with its transaction.
-		equal(t, "rows RecordPhaseIfChanged's hook saw", dump(rec.seenBy("RecordPhaseIfChanged")),
-			dump([]string{"ClaimRun", "EnqueueRun", "PutDefinition"}))
+		// The rows of committed writes are there, in commit order; the
+		// refused OnRunStart's row went with its write.
+		var ops []string
+		if _, err := ob.DrainOutbox(h.ctx(), &state.DrainOutboxParams{}, func(_ context.Context, rows []*state.OutboxRow) ([]int64, error) {
+			for _, row := range rows {
+				var p struct{ Op string }
+				if err := json.Unmarshal(row.Payload, &p); err != nil {
+					return nil, err
+				}
+				ops = append(ops, p.Op)
+			}
+			return nil, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "ops of the rows the hook appended", dump(ops), dump([]string{"EnqueueRun", "PutDefinition", "ClaimRun", "RecordPhaseIfChanged"}))
 	})
 }

@@ -14,17 +14,13 @@ import (
 // outboxHook appends one mirror_outbox row (kind run, payload {"op": …})
 // for every write that names a run, in the write's transaction, and
 // fails after inserting when the op is failOp.
-func outboxHook(failOp string) state.TxHook {
-	return func(ctx context.Context, tx state.Tx, dialect string, ch *state.Change) error {
+func outboxHook(failOp state.Op) state.TxHook {
+	return func(ctx context.Context, tx state.HookTx, ch *state.Change) error {
 		if ch.RunID == "" {
 			return nil
 		}
-		q := `INSERT INTO mirror_outbox (run_id, kind, payload, version) VALUES (?, 'run', ?, 0)`
-		if dialect == "postgres" {
-			q = `INSERT INTO mirror_outbox (run_id, kind, payload, version) VALUES ($1, 'run', $2, 0)`
-		}
-		p, _ := json.Marshal(map[string]string{"op": ch.Op})
-		if _, err := tx.Exec(ctx, q, ch.RunID, string(p)); err != nil {
+		p, _ := json.Marshal(map[string]string{"op": string(ch.Op)})
+		if err := tx.AppendOutbox(ctx, []*state.OutboxRow{{RunID: ch.RunID, Kind: state.OutboxKindRun, Payload: p}}); err != nil {
 			return err
 		}
 		if ch.Op == failOp {

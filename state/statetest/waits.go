@@ -160,15 +160,10 @@ func (h *harness) fire() []*starflowtype.Wait {
 	return ws
 }
 
-// durableWaits opens an adapter for a waits case, skipping non-durable
-// adapters (which refuse waits: see testWaitsNonDurable).
+// durableWaits opens an adapter for a waits case.
 func (s *suite) durableWaits(t *testing.T, hooks ...state.TxHook) *harness {
 	t.Helper()
-	h := s.adapter(t, hooks...)
-	if !h.caps.Durable {
-		t.Skip("statetest: durable waits need a durable adapter")
-	}
-	return h
+	return s.adapter(t, hooks...)
 }
 
 // testWaits: the wait/wake ordering of state.Waiter and every kind of wake.
@@ -1114,30 +1109,6 @@ func (s *suite) testWaits(t *testing.T) {
 			t.Errorf("child's end: Change.Waits = %s, want the parent's woken wait", dump(ch.Waits))
 		}
 	})
-}
-
-// testWaitsNonDurable: an adapter that keeps nothing refuses the writes of
-// durable waits with state.ErrNotImplemented, so the engine fails clearly.
-func (s *suite) testWaitsNonDurable(t *testing.T) {
-	t.Parallel()
-	h := s.adapter(t)
-	if h.caps.Durable {
-		t.Skip("statetest: the adapter is durable")
-	}
-	const id = "00000000-0000-0000-0000-0000000000aa"
-	l := starflowtype.Lease{RunnerID: runnerA, Epoch: 1}
-	k := state.StepKey{RunID: id, Attempt: 1, StepID: "w"}
-	_, err := h.a.RegisterWait(h.ctx(), &state.RegisterWaitParams{StepKey: k, Lease: l, Kind: starflowtype.WaitSignal})
-	wantErrIs(t, "RegisterWait", err, state.ErrNotImplemented)
-	_, err = h.a.Signal(h.ctx(), &state.SignalParams{RunID: id, Signal: "go"})
-	wantErrIs(t, "Signal", err, state.ErrNotImplemented)
-	_, err = h.a.WakeWait(h.ctx(), &state.WakeWaitParams{WaitID: id, TokenHash: "h"})
-	wantErrIs(t, "WakeWait", err, state.ErrNotImplemented)
-	_, err = h.a.GetWait(h.ctx(), &state.GetWaitParams{ID: id})
-	wantErrIs(t, "GetWait", err, starflowtype.ErrNotFound)
-	if ws, err := h.a.FireDueWaits(h.ctx(), &state.FireDueWaitsParams{}); err != nil || len(ws) != 0 {
-		t.Errorf("FireDueWaits = %v, %v; want nothing", ws, err)
-	}
 }
 
 // jsonObject decodes b as a JSON object.

@@ -1,0 +1,286 @@
+package storecore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/starflow/starflow/internal/faultpoint"
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+)
+
+// Group commit (issue 11). Writes that are ready at the same moment are
+// committed together: one transaction, one commit (one fsync) for many.
+// The committer takes every write queued while the previous commit ran,
+// so a lone write waits for nothing and a busy store commits in batches
+// as large as the load makes them.
+//
+// Single-writer dialects (SQLite) send every write through it: each write
+// runs in a savepoint of the batch's transaction, so a write that fails
+// (a lost lease, a conflict, a hook's refusal) rolls back alone and the
+// others commit. StepBatcher dialects (PostgreSQL) send the step writes
+// through it: the batch's writes go to the server in one pipeline, each a
+// statement whose writes all hang off its own fence, so a lost lease
+// writes nothing for that run and the others commit; any error of the
+// batch as a whole (or a hook's refusal) is resolved by committing each
+// write of it alone.
+//
+// A write's caller learns its outcome only after the commit: a step's side
+// effect is never started, and WaitRun never reports a step, before its
+// own write is durable.
+
+// job is one write waiting for the committer.
+type job struct {
+	ctx     context.Context
+	op      state.Op
+	runID   string
+	readRun bool
+	opts    TxOptions
+	fn      func(t *txn) error
+	sw      *StepWrite // a step write of a StepBatcher dialect (fn finishes it)
+
+	state atomic.Int32 // jobQueued, jobTaken or jobDropped
+	run   *starflowtype.Run
+	err   error
+	done  chan struct{}
+}
+
+const (
+	jobQueued int32 = iota
+	jobTaken
+	jobDropped
+)
+
+type committer struct {
+	s     *Store
+	mu    sync.Mutex
+	queue []*job
+	wake  chan struct{}
+	quit  chan struct{}
+	exit  chan struct{}
+	once  sync.Once
+}
+
+func newCommitter(s *Store) *committer {
+	c := &committer{s: s, wake: make(chan struct{}, 1), quit: make(chan struct{}), exit: make(chan struct{})}
+	go c.loop()
+	return c
+}
+
+// errClosed is what a write gets after Close.
+var errClosed = errors.New("storecore: the store is closed")
+
+// do queues j and waits for its outcome. When ctx ends while j is still
+// queued it is dropped (never written) and ctx's error returned; once the
+// committer took it, do waits for the commit, which no caller's ctx
+// interrupts (the batch holds other callers' writes too).
+func (c *committer) do(ctx context.Context, j *job) (*starflowtype.Run, error) {
+	j.ctx, j.done = ctx, make(chan struct{})
+	c.mu.Lock()
+	select {
+	case <-c.quit:
+		c.mu.Unlock()
+		return nil, errClosed
+	default:
+	}
+	c.queue = append(c.queue, j)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		if j.state.CompareAndSwap(jobQueued, jobDropped) {
+			return nil, ctx.Err()
+		}
+		<-j.done
+	}
+	return j.run, j.err
+}
+
+// stop ends the loop once the queued writes are committed.
+func (c *committer) stop() {
+	c.once.Do(func() {
+		c.mu.Lock()
+		close(c.quit)
+		c.mu.Unlock()
+		<-c.exit
+	})
+}
+
+func (c *committer) loop() {
+	defer close(c.exit)
+	for {
+		batch := c.take()
+		if len(batch) > 0 {
+			c.run(batch)
+			continue
+		}
+		select {
+		case <-c.wake:
+		case <-c.quit:
+			if batch := c.take(); len(batch) > 0 {
+				c.run(batch)
+				continue
+			}
+			return
+		}
+	}
+}
+
+// take removes up to MaxBatch queued writes, leaving out dropped ones.
+func (c *committer) take() []*job {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := min(len(c.queue), c.s.cfg.MaxBatch)
+	var out []*job
+	for _, j := range c.queue[:n] {
+		if j.state.CompareAndSwap(jobQueued, jobTaken) {
+			out = append(out, j)
+		}
+	}
+	c.queue = append(c.queue[:0], c.queue[n:]...)
+	return out
+}
+
+func (c *committer) run(batch []*job) {
+	defer func() {
+		for _, j := range batch {
+			close(j.done)
+		}
+	}()
+	var err error
+	if batch[0].sw != nil {
+		err = c.s.pipeline(batch)
+	} else {
+		err = c.s.savepoints(batch)
+	}
+	if err == nil {
+		return
+	}
+	// The batch as a whole failed (nothing of it committed): each write
+	// alone, so that one write's failure is its own.
+	for _, j := range batch {
+		j.run, j.err = c.s.writeAlone(context.WithoutCancel(j.ctx), j.opts, j.op, j.runID, j.readRun, j.body())
+	}
+}
+
+// body is what j writes in a transaction.
+func (j *job) body() func(t *txn) error {
+	if j.sw == nil {
+		return j.fn
+	}
+	return func(t *txn) error {
+		if err := t.s.execStep(j.ctx, t.tx, j.sw); err != nil {
+			return err
+		}
+		return j.fn(t)
+	}
+}
+
+// savepoints commits batch in one transaction, each write in a savepoint.
+// It returns an error only when the transaction itself failed before
+// commit, having set no write's outcome.
+func (s *Store) savepoints(batch []*job) error {
+	ctx := context.Background()
+	opts := batch[0].opts
+	for _, j := range batch[1:] {
+		if j.opts.LockTimeout > opts.LockTimeout {
+			opts = j.opts
+		}
+	}
+	tx, err := s.begin(ctx, opts)
+	if err != nil {
+		return err
+	}
+	done := 0
+	for _, j := range batch {
+		jctx := context.WithoutCancel(j.ctx)
+		if len(batch) > 1 {
+			if err := tx.Savepoint(ctx); err != nil {
+				_ = tx.Rollback(ctx)
+				return fmt.Errorf("savepoint: %w", err)
+			}
+		}
+		j.run, j.err = s.within(jctx, tx, j.op, j.runID, j.readRun, j.body())
+		switch {
+		case len(batch) == 1:
+		case j.err != nil:
+			if err := tx.RollbackTo(ctx); err != nil {
+				_ = tx.Rollback(ctx)
+				return fmt.Errorf("rollback to savepoint: %w", err)
+			}
+		default:
+			if err := tx.Release(ctx); err != nil {
+				_ = tx.Rollback(ctx)
+				return fmt.Errorf("release savepoint: %w", err)
+			}
+		}
+		if j.err == nil {
+			done++
+		}
+	}
+	if done == 0 {
+		_ = tx.Rollback(ctx)
+		return nil
+	}
+	for _, j := range batch {
+		if j.err == nil {
+			faultpoint.Hit(s.d.Name() + "." + string(j.op) + ".before_commit")
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		for _, j := range batch {
+			if j.err == nil {
+				j.run, j.err = nil, fmt.Errorf("commit: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// pipeline commits a batch of step writes in one transaction through the
+// dialect's StepBatcher. It returns an error, having set no outcome, when
+// the batch must be written again write by write: the pipeline failed, or
+// a hook refused one of the writes.
+func (s *Store) pipeline(batch []*job) error {
+	ctx := context.Background()
+	tx, err := s.begin(ctx, TxOptions{})
+	if err != nil {
+		return err
+	}
+	ws := make([]*StepWrite, len(batch))
+	for i, j := range batch {
+		ws[i] = j.sw
+	}
+	if err := s.batch.StepWrites(ctx, tx.Conn(), ws); err != nil {
+		_ = tx.Rollback(ctx)
+		return err
+	}
+	for _, j := range batch {
+		j.run, j.err = s.within(context.WithoutCancel(j.ctx), tx, j.op, j.runID, false, j.fn)
+		var he hookError
+		if errors.As(j.err, &he) {
+			_ = tx.Rollback(ctx)
+			return j.err
+		}
+	}
+	for _, j := range batch {
+		if j.err == nil {
+			faultpoint.Hit(s.d.Name() + "." + string(j.op) + ".before_commit")
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		for _, j := range batch {
+			if j.err == nil {
+				j.run, j.err = nil, fmt.Errorf("commit: %w", err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,302 @@
+package storecore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+)
+
+// maxCancelDepth bounds CancelRun's cascade through child runs.
+const maxCancelDepth = 64
+
+// runState locks (where the dialect locks rows) and reads the run an
+// operator action or a wake acts on. ErrNotFound when it does not exist
+// (in workspace, when set).
+func (t *txn) runState(ctx context.Context, workspace, runID string) (runMeta, starflowtype.RunStatus, starflowtype.ClaimState, string, error) {
+	var m runMeta
+	var status, claim, pool string
+	notFound := fmt.Errorf("run %s: %w", runID, starflowtype.ErrNotFound)
+	id, ok := CanonicalID(runID)
+	if !ok {
+		return m, "", "", "", notFound
+	}
+	err := t.tx.QueryRow(ctx, "run_state", id, workspace).Scan(&m.workspace, &m.env, &m.attempt, &status, &claim, &pool)
+	if isNoRows(err) {
+		return m, "", "", "", notFound
+	}
+	if err != nil {
+		return m, "", "", "", err
+	}
+	m.id = id
+	return m, starflowtype.RunStatus(status), starflowtype.ClaimState(claim), pool, nil
+}
+
+// CancelRun implements state.Adapter. An immediate cancel also ends the
+// run's waits and session variables and tells its parent (endRun); either
+// way the run's non-terminal children are cancelled too, recursively.
+func (s *Store) CancelRun(ctx context.Context, p *state.CancelRunParams) (*starflowtype.Run, error) {
+	run, err := s.write(ctx, state.OpCancelRun, p.RunID, true, func(t *txn) error {
+		return t.cancelTree(ctx, p.WorkspaceID, p.RunID, true, 0)
+	})
+	if err != nil {
+		return nil, s.errorf("cancel: %w", err)
+	}
+	return run, nil
+}
+
+// RequeueRun implements state.Adapter.
+func (s *Store) RequeueRun(ctx context.Context, p *state.RequeueRunParams) (*starflowtype.Run, error) {
+	run, err := s.write(ctx, state.OpRequeueRun, p.RunID, true, func(t *txn) error {
+		m, status, claim, pool, err := t.runState(ctx, p.WorkspaceID, p.RunID)
+		if err != nil {
+			return err
+		}
+		t.ch.RunID = m.id
+		if claim == starflowtype.ClaimClaimed || claim == starflowtype.ClaimRunning ||
+			(p.Reason != "retrigger" && status == starflowtype.RunSucceeded) ||
+			status == starflowtype.RunQueued || status == starflowtype.RunPaused {
+			verb := "resumed"
+			if p.Reason == "retrigger" {
+				verb = "retriggered"
+			}
+			return fmt.Errorf("run %s is %s (%s); only a run that stopped can be %s: %w", p.RunID, status, claim, verb, starflowtype.ErrConflict)
+		}
+		defID := p.DefinitionID
+		if defID != "" {
+			if defID, err = checkID("definition id", defID); err != nil {
+				return err
+			}
+		}
+		if _, err := t.tx.Exec(ctx, "run_requeued", string(p.RecoveryMode), defID, p.WorkflowRevision, m.id); err != nil {
+			return err
+		}
+		t.notify = append(t.notify, pool)
+		payload := marshal(map[string]any{"reason": p.Reason, "recovery_mode": p.RecoveryMode,
+			"revision": p.WorkflowRevision, "attempt": m.attempt + 1})
+		return t.event(ctx, m, m.id, m.attempt+1, starflowtype.EventRunQueued, "", "", payload)
+	})
+	if err != nil {
+		return nil, s.errorf("requeue: %w", err)
+	}
+	return run, nil
+}
+
+// cancelRun ends run m.id as cancelled (its open steps cancelled, the
+// run_cancelled event with payload, endRun).
+func (t *txn) cancelRun(ctx context.Context, m runMeta, id string, payload map[string]any) error {
+	if _, err := t.tx.Exec(ctx, "run_cancelled", id); err != nil {
+		return err
+	}
+	if _, err := t.tx.Exec(ctx, "steps_cancelled", id, m.attempt); err != nil {
+		return err
+	}
+	t.ch.Ended = append(t.ch.Ended, state.EndedAttempt{RunID: id, Attempt: m.attempt})
+	var raw []byte
+	if payload != nil {
+		raw = marshal(payload)
+	}
+	if err := t.event(ctx, m, id, 0, starflowtype.EventRunCancelled, "", "", raw); err != nil {
+		return err
+	}
+	return t.endRun(ctx, id)
+}
+
+// cancelTree cancels run id (as CancelRun does) and then its non-terminal
+// children, recursively, each locked as it is reached. top: the run the
+// operator named (a terminal one is ErrConflict); children that ended
+// meanwhile are left alone.
+func (t *txn) cancelTree(ctx context.Context, workspace, runID string, top bool, depth int) error {
+	if depth > maxCancelDepth {
+		return fmt.Errorf("run %s: child runs nested deeper than %d", runID, maxCancelDepth)
+	}
+	m, status, claim, _, err := t.runState(ctx, workspace, runID)
+	if err != nil {
+		return err
+	}
+	if top {
+		t.ch.RunID = m.id
+	}
+	switch {
+	case status.Terminal():
+		if top {
+			return fmt.Errorf("run %s already ended %s: %w", runID, status, starflowtype.ErrConflict)
+		}
+		return nil
+	case claim == starflowtype.ClaimClaimed || claim == starflowtype.ClaimRunning:
+		if _, err := t.tx.Exec(ctx, "run_cancel_requested", m.id); err != nil {
+			return err
+		}
+	default:
+		by := "operator"
+		if !top {
+			by = "parent"
+		}
+		if err := t.cancelRun(ctx, m, m.id, map[string]any{"by": by}); err != nil {
+			return err
+		}
+	}
+	return t.cancelChildren(ctx, m.id, depth)
+}
+
+// cancelChildren cancels the non-terminal children of run id (at depth
+// of the cascade) as cancelTree does, and lists them in the Change's
+// Runs. The parent is locked before its children (writes that lock both
+// the other way are retried when the dialect reports a deadlock).
+func (t *txn) cancelChildren(ctx context.Context, id string, depth int) error {
+	children, err := t.strings(ctx, "children", id)
+	if err != nil {
+		return err
+	}
+	for _, c := range children {
+		if err := t.cancelTree(ctx, "", c, false, depth+1); err != nil {
+			return err
+		}
+		if err := t.otherRun(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cancelParked ends run id, just parked with cancel_requested, as an
+// immediate cancel does, children included: a workflow_call may have
+// started its child after CancelRun cascaded.
+func (t *txn) cancelParked(ctx context.Context, id string) error {
+	m, _, _, _, err := t.runState(ctx, "", id)
+	if err != nil {
+		return err
+	}
+	if err := t.cancelRun(ctx, m, m.id, map[string]any{"by": "operator", "at": "park"}); err != nil {
+		return err
+	}
+	return t.cancelChildren(ctx, m.id, 0)
+}
+
+// endRun is what every end of a run does in its transaction (state.Waiter):
+// the session variables it wrote without keep_until are dropped, its
+// pending waits cancelled, and its end delivered to its parent.
+func (t *txn) endRun(ctx context.Context, runID string) error {
+	if err := t.removedVars(ctx, "session_drop_run", runID); err != nil {
+		return err
+	}
+	if err := t.cancelWaits(ctx, "cancel_waits", runID); err != nil {
+		return err
+	}
+	var parent, status, errText, ws string
+	var output []byte
+	if err := t.tx.QueryRow(ctx, "run_end_info", runID).Scan(&parent, &status, &output, &errText, &ws); err != nil {
+		return err
+	}
+	if parent == "" {
+		return nil
+	}
+	return t.deliverChild(ctx, parent, runID, state.ChildPayload(runID, status, output, errText))
+}
+
+// deliverChild hands a child's end to its parent (locked): the parent's
+// pending child wait for it is woken (the parent re-queued when parked),
+// or else an inbox row waits for that wait to register. A parent that
+// ended (or is gone) gets nothing: nothing of it waits any more.
+func (t *txn) deliverChild(ctx context.Context, parent, child string, payload []byte) error {
+	pm, status, _, _, err := t.runState(ctx, "", parent)
+	if errors.Is(err, starflowtype.ErrNotFound) || (err == nil && status.Terminal()) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var id string
+	err = t.tx.QueryRow(ctx, "pending_child_wait", pm.id, child).Scan(&id)
+	if err == nil {
+		w, err := scanWait(t.tx.QueryRow(ctx, "get_wait", id))
+		if err != nil {
+			return err
+		}
+		if err := t.wake(ctx, w, starflowtype.WaitWoken, payload, "child", false); err != nil {
+			return err
+		}
+		if _, err := t.waitChanged(ctx, id); err != nil {
+			return err
+		}
+		return t.otherRun(ctx, pm.id)
+	}
+	if !isNoRows(err) {
+		return err
+	}
+	_, err = t.tx.Exec(ctx, "insert_inbox", uuid.NewString(), pm.workspace, pm.id, starflowtype.ChildSignal, child, string(payload))
+	return err
+}
+
+// endAttempt is what the end of an attempt that the run outlives (the
+// sweep, a retry) does to its waits: a wake it received but never resumed
+// goes back to the inbox, for the next attempt's wait to consume, and its
+// pending waits are cancelled. Call it before the attempt's steps are
+// closed.
+func (t *txn) endAttempt(ctx context.Context, runID string, attempt int) error {
+	type wake struct {
+		ws, signal, key, kind string
+		payload               []byte
+	}
+	rows, err := t.tx.Query(ctx, "unresumed_wakes", runID, attempt)
+	if err != nil {
+		return err
+	}
+	var wakes []wake
+	for rows.Next() {
+		var w wake
+		if err := rows.Scan(&w.ws, &w.signal, &w.key, &w.payload, &w.kind); err != nil {
+			rows.Close()
+			return err
+		}
+		wakes = append(wakes, w)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, w := range wakes {
+		if _, err := t.tx.Exec(ctx, "insert_inbox", uuid.NewString(), w.ws, runID, w.signal,
+			nullString(w.key), string(w.payload)); err != nil {
+			return err
+		}
+	}
+	return t.cancelWaits(ctx, "cancel_attempt_waits", runID, attempt)
+}
+
+// otherRun records run id, changed by a write addressed to another run, in
+// the Change's Runs.
+func (t *txn) otherRun(ctx context.Context, id string) error {
+	r, err := getRun(ctx, t.tx, "", id)
+	if err != nil {
+		return err
+	}
+	t.ch.Runs = append(t.ch.Runs, r)
+	return nil
+}
+
+// strings runs a query whose rows are one text column.
+func (t *txn) strings(ctx context.Context, name string, args ...any) ([]string, error) {
+	return queryStrings(ctx, t.tx, name, args...)
+}
+
+func queryStrings(ctx context.Context, q Querier, name string, args ...any) ([]string, error) {
+	rows, err := q.Query(ctx, name, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,372 @@
+package storecore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+)
+
+// PutDefinition implements state.Adapter.
+func (s *Store) PutDefinition(ctx context.Context, p *state.PutDefinitionParams) (*starflowtype.Definition, error) {
+	ws := orDefault(p.WorkspaceID, state.DefaultWorkspace)
+	_, err := s.write(ctx, state.OpPutDefinition, "", false, func(t *txn) error {
+		_, err := t.tx.Exec(ctx, "insert_definition", uuid.NewString(), ws, p.Name, p.Revision, jsonOr(p.Spec, "null"), p.Source)
+		return err
+	})
+	if err != nil {
+		return nil, s.errorf("put definition %s: %w", p.Name, err)
+	}
+	return s.GetDefinition(ctx, &state.GetDefinitionParams{WorkspaceID: ws, Name: p.Name, Revision: p.Revision})
+}
+
+// errorf prefixes an error with the dialect's name, as every operation's
+// error is ("sqlite: claim: …").
+func (s *Store) errorf(format string, args ...any) error {
+	return fmt.Errorf(s.cfg.Name+": "+format, args...)
+}
+
+// EnqueueRun implements state.Adapter. When a run is inserted its pool is
+// notified (Dialect.Notify) in the same transaction.
+func (s *Store) EnqueueRun(ctx context.Context, p *state.EnqueueRunParams) (*starflowtype.Run, error) {
+	e, err := newEnqueue(p)
+	if err != nil {
+		return nil, s.errorf("enqueue %s: %w", p.WorkflowName, err)
+	}
+	run, err := s.write(ctx, state.OpEnqueueRun, e.id, true, e.write(ctx, p))
+	if err != nil {
+		return nil, s.errorf("enqueue %s: %w", p.WorkflowName, err)
+	}
+	return run, nil
+}
+
+// EnqueueIn is EnqueueRun inside tx, a transaction the caller commits or
+// rolls back (pgstore.Store.EnqueueTx): the hooks run and the notification
+// is queued as in EnqueueRun. The run returned is as of tx, not committed.
+func (s *Store) EnqueueIn(ctx context.Context, tx Conn, p *state.EnqueueRunParams) (*starflowtype.Run, error) {
+	e, err := newEnqueue(p)
+	if err != nil {
+		return nil, s.errorf("enqueue %s: %w", p.WorkflowName, err)
+	}
+	run, err := s.within(ctx, s.named(tx), state.OpEnqueueRun, e.id, true, e.write(ctx, p))
+	if err != nil {
+		return nil, s.errorf("enqueue %s: %w", p.WorkflowName, err)
+	}
+	return run, nil
+}
+
+// enqueue is one EnqueueRun's arguments with defaults applied and ids
+// checked.
+type enqueue struct {
+	id, definitionID, parentID string
+	maxAttempts                int
+	mode                       starflowtype.RecoveryMode
+	trigger                    starflowtype.TriggerType
+	m                          runMeta
+}
+
+func newEnqueue(p *state.EnqueueRunParams) (*enqueue, error) {
+	e := &enqueue{
+		maxAttempts: p.MaxAttempts, mode: p.RecoveryMode, trigger: p.TriggerType,
+		m: runMeta{workspace: orDefault(p.WorkspaceID, state.DefaultWorkspace), env: orDefault(p.Env, state.DefaultEnv), attempt: 1},
+	}
+	var err error
+	if p.ID == "" {
+		e.id = uuid.NewString()
+	} else if e.id, err = checkID("run id", p.ID); err != nil {
+		return nil, err
+	}
+	if p.DefinitionID != "" {
+		if e.definitionID, err = checkID("definition id", p.DefinitionID); err != nil {
+			return nil, err
+		}
+	}
+	if p.ParentRunID != "" {
+		if e.parentID, err = checkID("parent run id", p.ParentRunID); err != nil {
+			return nil, err
+		}
+	}
+	if e.maxAttempts <= 0 {
+		e.maxAttempts = 3
+	}
+	if e.mode == "" {
+		e.mode = starflowtype.RecoveryReplay
+	}
+	if e.trigger == "" {
+		e.trigger = starflowtype.TriggerAPI
+	}
+	return e, nil
+}
+
+// write is the transaction body of EnqueueRun and EnqueueIn.
+func (e *enqueue) write(ctx context.Context, p *state.EnqueueRunParams) func(t *txn) error {
+	return func(t *txn) error {
+		if p.IdempotencyKey != "" {
+			ttl := p.IdempotencyTTL
+			if ttl <= 0 {
+				ttl = state.IdempotencyTTLDefault
+			}
+			if _, err := t.tx.Exec(ctx, "upsert_receipt", e.m.workspace, p.IdempotencyKey, e.id, ttl); err != nil {
+				return err
+			}
+			var holder string
+			if err := t.tx.QueryRow(ctx, "receipt_run", e.m.workspace, p.IdempotencyKey).Scan(&holder); err != nil {
+				return err
+			}
+			if holder != e.id {
+				// A duplicate: nothing is written and the first run answers.
+				t.ch.RunID = holder
+				t.idle = true
+				return nil
+			}
+		}
+		run, err := scanRun(t.tx.QueryRow(ctx, "insert_run", e.id, e.m.workspace, e.m.env, nullString(e.definitionID),
+			p.WorkflowName, p.WorkflowRevision, p.WorkflowName, nullString(p.RunnerPool), p.Priority,
+			e.maxAttempts, p.Delay, string(e.mode), string(e.trigger), nullString(e.parentID),
+			nullString(p.IdempotencyKey), jsonNull(p.Input)))
+		if err != nil {
+			return err
+		}
+		t.ch.Run = run
+		t.notify = append(t.notify, p.RunnerPool)
+		return t.event(ctx, e.m, e.id, 1, starflowtype.EventRunQueued, "", "", nil)
+	}
+}
+
+// jsonNull is b, or NULL when empty.
+func jsonNull(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+// ClaimRun implements state.Adapter: one conditional UPDATE of the best
+// claimable run (PostgreSQL: its subquery locks it FOR UPDATE SKIP LOCKED)
+// and the run_claimed event, in one transaction.
+func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflowtype.Run, error) {
+	run, err := s.write(ctx, state.OpClaimRun, "", true, func(t *txn) error {
+		query, args := "claim_run", ClaimArgs(p)
+		if p.RunID != "" {
+			id, ok := CanonicalID(p.RunID)
+			if !ok {
+				t.idle = true
+				return nil
+			}
+			query, args = "claim_run_id", append(args, id)
+			if p.WithDescendants {
+				query = "claim_run_family"
+			}
+		}
+		r, err := scanRun(t.tx.QueryRow(ctx, query, args...))
+		if isNoRows(err) {
+			t.idle = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		t.ch.RunID, t.ch.Run = r.ID, r
+		m := runMeta{workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt}
+		payload := marshal(map[string]any{"runner_id": p.RunnerID, "lease_epoch": r.LeaseEpoch})
+		return t.event(ctx, m, r.ID, 0, starflowtype.EventRunClaimed, "", "", payload)
+	})
+	if err != nil {
+		return nil, s.errorf("claim: %w", err)
+	}
+	return run, nil
+}
+
+// ClaimArgs are the arguments of the claim_run query for p (pgstore's
+// ExplainClaim passes the same).
+func ClaimArgs(p *state.ClaimRunParams) []any {
+	return []any{p.RunnerID, p.LeaseTTL, orEmpty(p.Pools), p.WorkspaceID}
+}
+
+// OnRunStart implements state.Adapter.
+func (s *Store) OnRunStart(ctx context.Context, p *state.RunStartParams) (*starflowtype.Run, error) {
+	run, err := s.write(ctx, state.OpRunStart, p.RunID, true, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		r, err := scanRun(t.tx.QueryRow(ctx, "run_start", m.id))
+		if err != nil {
+			return err
+		}
+		t.ch.Run = r
+		payload := marshal(map[string]any{"runner_id": p.Lease.RunnerID, "lease_epoch": p.Lease.Epoch})
+		typ := starflowtype.EventRunStarted
+		if m.status == string(starflowtype.RunPaused) {
+			typ = starflowtype.EventRunResumed // a woken run continues its attempt
+		}
+		return t.event(ctx, m, m.id, 0, typ, "", "", payload)
+	})
+	if err != nil {
+		return nil, s.errorf("run start: %w", err)
+	}
+	return run, nil
+}
+
+// RefreshLease implements state.Adapter.
+func (s *Store) RefreshLease(ctx context.Context, p *state.RefreshLeaseParams) (time.Time, error) {
+	var until time.Time
+	_, err := s.write(ctx, state.OpRefreshLease, p.RunID, false, func(t *txn) error {
+		id, ok := CanonicalID(p.RunID)
+		if !ok {
+			return lost(p.RunID, p.Lease)
+		}
+		err := t.tx.QueryRow(ctx, "refresh_lease", p.LeaseTTL, id, p.Lease.RunnerID, p.Lease.Epoch).Scan(&until)
+		if isNoRows(err) {
+			return lost(p.RunID, p.Lease)
+		}
+		return err
+	})
+	if err != nil {
+		return time.Time{}, s.errorf("refresh lease: %w", err)
+	}
+	return until, nil
+}
+
+// RecordPhaseIfChanged implements state.Adapter.
+func (s *Store) RecordPhaseIfChanged(ctx context.Context, p *state.RecordPhaseParams) error {
+	_, err := s.write(ctx, state.OpRecordPhase, p.RunID, false, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		return t.setPhase(ctx, m, m.id, p.Phase)
+	})
+	if err != nil {
+		return s.errorf("record phase: %w", err)
+	}
+	return nil
+}
+
+// setPhase sets the run's phase and appends a phase event when it changed.
+func (t *txn) setPhase(ctx context.Context, m runMeta, runID, phase string) error {
+	n, err := t.tx.Exec(ctx, "set_phase", phase, runID)
+	if err != nil || n == 0 {
+		return err
+	}
+	return t.event(ctx, m, runID, 0, starflowtype.EventPhase, "", "", marshal(map[string]any{"phase": phase}))
+}
+
+// OnRunComplete implements state.Adapter.
+func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (*starflowtype.Run, error) {
+	run, err := s.write(ctx, state.OpRunComplete, p.RunID, true, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		if _, err := t.tx.Exec(ctx, "run_succeeded", jsonOr(p.Output, "null"), m.id); err != nil {
+			return err
+		}
+		if err := t.event(ctx, m, m.id, 0, starflowtype.EventRunSucceeded, "", "", nil); err != nil {
+			return err
+		}
+		return t.endRun(ctx, m.id)
+	})
+	if err != nil {
+		return nil, s.errorf("run complete: %w", err)
+	}
+	return run, nil
+}
+
+// OnRunError implements state.Adapter. A re-queued run's pool is notified.
+func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starflowtype.Run, error) {
+	run, err := s.write(ctx, state.OpRunError, p.RunID, true, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		var attempt, maxAttempts int
+		var mode, pool string
+		if err := t.tx.QueryRow(ctx, "run_attempts", m.id).Scan(&attempt, &maxAttempts, &mode, &pool); err != nil {
+			return err
+		}
+		switch {
+		case p.Retry && starflowtype.RecoveryMode(mode) == starflowtype.RecoveryManual:
+			if err := t.endAttempt(ctx, m.id, attempt); err != nil {
+				return err
+			}
+			if _, err := t.tx.Exec(ctx, "run_hold", p.Error, m.id); err != nil {
+				return err
+			}
+			payload := marshal(map[string]any{"error": p.Error, "recovery_mode": mode})
+			return t.event(ctx, m, m.id, 0, starflowtype.EventRunInterrupted, "", "", payload)
+		case p.Retry && attempt < maxAttempts:
+			if err := t.endAttempt(ctx, m.id, attempt); err != nil {
+				return err
+			}
+			if _, err := t.tx.Exec(ctx, "run_requeue", p.Backoff, p.Error, m.id); err != nil {
+				return err
+			}
+			t.notify = append(t.notify, pool)
+			payload := marshal(map[string]any{"error": p.Error, "next_attempt": attempt + 1, "backoff_ms": p.Backoff.Milliseconds()})
+			return t.event(ctx, m, m.id, 0, starflowtype.EventRunInterrupted, "", "", payload)
+		default:
+			dead := p.Retry // retryable, but attempts ran out
+			if _, err := t.tx.Exec(ctx, "run_failed", p.Error, dead, m.id); err != nil {
+				return err
+			}
+			if err := t.event(ctx, m, m.id, 0, starflowtype.EventRunFailed, "", "", marshal(map[string]any{"error": p.Error})); err != nil {
+				return err
+			}
+			if dead {
+				if err := t.event(ctx, m, m.id, 0, starflowtype.EventRunDeadLettered, "", "", nil); err != nil {
+					return err
+				}
+			}
+			return t.endRun(ctx, m.id)
+		}
+	})
+	if err != nil {
+		return nil, s.errorf("run error: %w", err)
+	}
+	return run, nil
+}
+
+// OnRunCancelled implements state.Adapter.
+func (s *Store) OnRunCancelled(ctx context.Context, p *state.RunCancelledParams) (*starflowtype.Run, error) {
+	run, err := s.write(ctx, state.OpRunCancelled, p.RunID, true, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		if err := t.cancelRun(ctx, m, m.id, nil); err != nil {
+			return err
+		}
+		return t.cancelChildren(ctx, m.id, 0) // started after CancelRun cascaded
+	})
+	if err != nil {
+		return nil, s.errorf("run cancelled: %w", err)
+	}
+	return run, nil
+}
+
+// ClearLease implements state.Adapter. The released run's pool is
+// notified.
+func (s *Store) ClearLease(ctx context.Context, p *state.ClearLeaseParams) error {
+	_, err := s.write(ctx, state.OpClearLease, p.RunID, false, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		var pool string
+		if err := t.tx.QueryRow(ctx, "clear_lease", m.id).Scan(&pool); err != nil {
+			return err
+		}
+		t.notify = append(t.notify, pool)
+		payload := marshal(map[string]any{"reason": "lease_released", "runner_id": p.Lease.RunnerID})
+		return t.event(ctx, m, m.id, 0, starflowtype.EventRunQueued, "", "", payload)
+	})
+	if err != nil {
+		return s.errorf("clear lease: %w", err)
+	}
+	return nil
+}
