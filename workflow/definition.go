@@ -250,6 +250,14 @@ func (r RepeatUntil) MarshalJSON() ([]byte, error) {
 // Kind names the step's kind: "service_call", "context_set", "fail", "if",
 // "try", "repeat_until", "for_each", "parallel", "wait", "workflow_call",
 // "session_read", "session_write", or the custom type's name.
+// Pure reports whether the step has no effect outside the run (it only
+// evaluates expressions: context_set), so its start needs no write of its
+// own: a crash before its completion is committed loses nothing, and the
+// step runs again.
+func (s *Step) Pure() bool { return s.ContextSet != nil }
+
+// Kind names the step's kind: service_call, context_set, …, or a custom
+// step's type.
 func (s *Step) Kind() string {
 	switch {
 	case s.ServiceCall != nil:

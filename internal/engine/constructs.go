@@ -54,7 +54,7 @@ func (rs *runState) execConstruct(ctx context.Context, f *frame, s *workflow.Ste
 	}
 	if err == nil {
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(rs.root), releaseTimeout)
-		err = rs.complete(wctx, f, s, try, out, body.delta)
+		err = rs.complete(wctx, f, s, try, false, out, body.delta)
 		wcancel()
 		var bad unencodable
 		if !errors.As(err, &bad) {

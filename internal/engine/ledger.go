@@ -53,7 +53,7 @@ func (l *ledger) nodeRetry(ctx context.Context, scope, stepID string, try int, e
 	return l.store.OnNodeRetry(ctx, &state.NodeRetryParams{StepKey: l.key(scope, stepID), Lease: l.lease, Try: try, Error: l.red.Error(err), Backoff: backoff})
 }
 
-func (l *ledger) nodeComplete(ctx context.Context, scope, stepID string, try int, output any, delta map[string]any) error {
+func (l *ledger) nodeComplete(ctx context.Context, scope, stepID, kind string, try int, withStart bool, output any, delta map[string]any) error {
 	if delta == nil {
 		delta = map[string]any{}
 	}
@@ -72,7 +72,7 @@ func (l *ledger) nodeComplete(ctx context.Context, scope, stepID string, try int
 		return err
 	}
 	return l.store.OnNodeComplete(ctx, &state.NodeCompleteParams{StepKey: l.key(scope, stepID), Lease: l.lease, Try: try,
-		Output: out, Context: d})
+		Output: out, Context: d, WithStart: withStart, Kind: kind})
 }
 
 func (l *ledger) nodeError(ctx context.Context, scope, stepID, kind string, try int, err error) error {

@@ -180,8 +180,14 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 	prior := rs.priorTries(scope, s.ID)
 	for n := 1; ; n++ {
 		try := prior + n
-		if err := rs.led.nodeStart(rs.root, scope, s.ID, kind, try); err != nil {
-			return nil, err
+		// A pure step's start is written with its completion (one write);
+		// any other step's before it runs, so no side effect starts
+		// unrecorded. A pure try that fails writes its start then.
+		started := !s.Pure()
+		if started {
+			if err := rs.led.nodeStart(rs.root, scope, s.ID, kind, try); err != nil {
+				return nil, err
+			}
 		}
 		tctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("step timed out after %s", timeout))
 		raw, delta, err := rs.runKind(tctx, f, s, try)
@@ -194,14 +200,23 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 				// stopping (a shutdown must not throw a finished step away).
 				// The fence still refuses the write if the lease was lost.
 				wctx, wcancel := context.WithTimeout(context.WithoutCancel(rs.root), releaseTimeout)
-				err = rs.complete(wctx, f, s, try, out, delta)
+				err = rs.complete(wctx, f, s, try, !started, out, delta)
 				wcancel()
 				var bad unencodable
 				if !errors.As(err, &bad) {
 					return out, err
 				}
 				// The output cannot be stored: a permanent failure of the step.
+				if err := rs.startLate(started, scope, s, try); err != nil {
+					return nil, err
+				}
 				return nil, rs.fail(f, s, try, err)
+			}
+		}
+		if ctx.Err() == nil {
+			if err := rs.startLate(started, scope, s, try); err != nil {
+				cancel()
+				return nil, err
 			}
 		}
 		if tctx.Err() != nil && ctx.Err() == nil {
@@ -245,10 +260,20 @@ func (rs *runState) fail(f *frame, s *workflow.Step, try int, err error) error {
 	return &stepFailed{stepID: s.ID, kind: s.Kind(), scope: f.scope, err: err}
 }
 
+// startLate writes the start of a pure step's try that did not succeed
+// (its node_start, before the retry or the failure is recorded).
+func (rs *runState) startLate(started bool, scope string, s *workflow.Step, try int) error {
+	if started {
+		return nil
+	}
+	return rs.led.nodeStart(rs.root, scope, s.ID, s.Kind(), try)
+}
+
 // complete applies a succeeded step's output and context changes and
-// commits them (ledger row, event and checkpoint in one transaction).
-func (rs *runState) complete(ctx context.Context, f *frame, s *workflow.Step, try int, out any, delta map[string]any) error {
-	if err := rs.led.nodeComplete(ctx, f.scope, s.ID, try, out, delta); err != nil {
+// commits them (ledger row, event and checkpoint in one transaction; with
+// withStart, the try's start too).
+func (rs *runState) complete(ctx context.Context, f *frame, s *workflow.Step, try int, withStart bool, out any, delta map[string]any) error {
+	if err := rs.led.nodeComplete(ctx, f.scope, s.ID, s.Kind(), try, withStart, out, delta); err != nil {
 		return err
 	}
 	f.set(delta)

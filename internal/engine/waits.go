@@ -135,7 +135,7 @@ func (rs *runState) finishWait(ctx context.Context, f *frame, s *workflow.Step, 
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(rs.root), releaseTimeout)
 	defer cancel()
-	if err := rs.complete(wctx, f, s, try, out, nil); err != nil {
+	if err := rs.complete(wctx, f, s, try, false, out, nil); err != nil {
 		var bad unencodable
 		if errors.As(err, &bad) {
 			return nil, rs.fail(f, s, try, err)

@@ -55,13 +55,16 @@ const (
 )
 
 type committer struct {
-	s     *Store
-	mu    sync.Mutex
-	queue []*job
-	wake  chan struct{}
-	quit  chan struct{}
-	exit  chan struct{}
-	once  sync.Once
+	s *Store
+	// batches and writes count what the committer committed (or tried
+	// to): GroupCommitStats.
+	batches, writes atomic.Int64
+	mu              sync.Mutex
+	queue           []*job
+	wake            chan struct{}
+	quit            chan struct{}
+	exit            chan struct{}
+	once            sync.Once
 }
 
 func newCommitter(s *Store) *committer {
@@ -149,6 +152,8 @@ func (c *committer) take() []*job {
 }
 
 func (c *committer) run(batch []*job) {
+	c.batches.Add(1)
+	c.writes.Add(int64(len(batch)))
 	defer func() {
 		for _, j := range batch {
 			close(j.done)
@@ -168,6 +173,16 @@ func (c *committer) run(batch []*job) {
 	for _, j := range batch {
 		j.run, j.err = c.s.writeAlone(context.WithoutCancel(j.ctx), j.opts, j.op, j.runID, j.readRun, j.body())
 	}
+}
+
+// GroupCommitStats returns how many batches the group committer ran and
+// how many writes they held (0, 0 when the store has none). The mean batch
+// size, writes/batches, shows how much group commit saves.
+func (s *Store) GroupCommitStats() (batches, writes int64) {
+	if s.commit == nil {
+		return 0, 0
+	}
+	return s.commit.batches.Load(), s.commit.writes.Load()
 }
 
 // body is what j writes in a transaction.
@@ -224,6 +239,9 @@ func (s *Store) savepoints(batch []*job) error {
 		if j.err == nil {
 			done++
 		}
+		if len(batch) > 1 {
+			faultpoint.Hit(s.d.Name() + ".batch.after_write")
+		}
 	}
 	if done == 0 {
 		_ = tx.Rollback(ctx)
@@ -261,6 +279,9 @@ func (s *Store) pipeline(batch []*job) error {
 	if err := s.batch.StepWrites(ctx, tx.Conn(), ws); err != nil {
 		_ = tx.Rollback(ctx)
 		return err
+	}
+	if len(batch) > 1 {
+		faultpoint.Hit(s.d.Name() + ".batch.after_pipeline")
 	}
 	for _, j := range batch {
 		j.run, j.err = s.within(context.WithoutCancel(j.ctx), tx, j.op, j.runID, false, j.fn)

@@ -45,6 +45,10 @@ var fencedWrites = []fencedWrite{
 		return h.a.OnNodeComplete(h.ctx(), &state.NodeCompleteParams{StepKey: stepKey(r, "", "s1"), Lease: l, Try: 1,
 			Output: json.RawMessage(`{"ok":true}`), Context: json.RawMessage(`{"k":1}`)})
 	}, nil, false},
+	{"OnNodeComplete/WithStart", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
+		return h.a.OnNodeComplete(h.ctx(), &state.NodeCompleteParams{StepKey: stepKey(r, "", "s4"), Lease: l, Try: 1,
+			Kind: "context_set", WithStart: true, Output: json.RawMessage(`1`), Context: json.RawMessage(`{"k":2}`)})
+	}, nil, false},
 	{"OnNodeError", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
 		return h.a.OnNodeError(h.ctx(), &state.NodeErrorParams{StepKey: stepKey(r, "", "s1"), Lease: l, Kind: "context_set", Try: 1, Error: "boom"})
 	}, nil, false},

@@ -59,6 +59,8 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("Claim", s.testClaim)
 	t.Run("Fencing", s.testFencing)
 	t.Run("Steps", s.testSteps)
+	t.Run("WithStart", s.testWithStart)
+	t.Run("GroupCommit", s.testGroupCommit)
 	t.Run("RunComplete", s.testRunComplete)
 	t.Run("RunError", s.testRunError)
 	t.Run("ClearLease", s.testClearLease)

@@ -1,0 +1,169 @@
+package storecore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+)
+
+// gateDialect is a single-writer dialect whose commits wait for a gate,
+// so a test decides when a batch ends; its transactions run no queries
+// but the savepoints, which it records.
+type gateDialect struct {
+	gate   chan struct{}
+	mu     sync.Mutex
+	execs  []string
+	begins int
+}
+
+func (d *gateDialect) Name() string                                 { return "gate" }
+func (d *gateDialect) Queries() map[string]string                   { return nil }
+func (d *gateDialect) Reader() Conn                                 { return nil }
+func (d *gateDialect) SingleWriter() bool                           { return true }
+func (d *gateDialect) Arg(v any) any                                { return v }
+func (d *gateDialect) TimeHolder() (any, func() time.Time)          { return nil, nil }
+func (d *gateDialect) Translate(err error) error                    { return err }
+func (d *gateDialect) Retryable(error) bool                         { return false }
+func (d *gateDialect) Notify(context.Context, Conn, []string) error { return nil }
+func (d *gateDialect) Lock(context.Context, Conn, string) error     { return nil }
+func (d *gateDialect) Close() error                                 { return nil }
+func (d *gateDialect) Begin(context.Context, TxOptions) (Conn, error) {
+	d.begins++
+	return gateTx{d}, nil
+}
+
+type gateTx struct{ d *gateDialect }
+
+func (t gateTx) Exec(_ context.Context, sql string, _ ...any) (int64, error) {
+	t.d.mu.Lock()
+	defer t.d.mu.Unlock()
+	t.d.execs = append(t.d.execs, sql)
+	return 0, nil
+}
+func (t gateTx) QueryRow(context.Context, string, ...any) Row        { panic("no queries") }
+func (t gateTx) Query(context.Context, string, ...any) (Rows, error) { panic("no queries") }
+func (t gateTx) Commit(context.Context) error                        { <-t.d.gate; return nil }
+func (t gateTx) Rollback(context.Context) error                      { return nil }
+
+// TestGroupCommitBatches: writes queued while a commit runs are committed
+// together in the next transaction, each in a savepoint, and one that
+// fails rolls back alone; a lone write waits for no one.
+func TestGroupCommitBatches(t *testing.T) {
+	d := &gateDialect{gate: make(chan struct{})}
+	s := New(d, Config{})
+	defer s.Close()
+	write := func(fail bool) error {
+		_, err := s.write(context.Background(), state.OpNodeComplete, "", false, func(*txn) error {
+			if fail {
+				return starflowtype.ErrLeaseLost
+			}
+			return nil
+		})
+		return err
+	}
+	first := make(chan error, 1)
+	go func() { first <- write(false) }()
+	// The first write is alone: its commit waits at the gate.
+	waitFor(t, func() bool { b, _ := s.GroupCommitStats(); return b == 1 })
+	const n = 10
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- write(i == 3) }()
+	}
+	waitFor(t, func() bool {
+		s.commit.mu.Lock()
+		defer s.commit.mu.Unlock()
+		return len(s.commit.queue) == n
+	})
+	d.gate <- struct{}{} // the first commit ends
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	d.gate <- struct{}{} // the batch of n commits
+	failed := 0
+	for range n {
+		if err := <-errs; errors.Is(err, starflowtype.ErrLeaseLost) {
+			failed++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d writes failed, want the one that failed", failed)
+	}
+	batches, writes := s.GroupCommitStats()
+	if batches != 2 || writes != n+1 {
+		t.Fatalf("GroupCommitStats = %d batches, %d writes; want 2 and %d", batches, writes, n+1)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var sp, rel, back int
+	for _, e := range d.execs {
+		switch e {
+		case "SAVEPOINT write":
+			sp++
+		case "RELEASE SAVEPOINT write":
+			rel++
+		case "ROLLBACK TO SAVEPOINT write":
+			back++
+		}
+	}
+	// The lone write needs no savepoint; each of the batch's has one, the
+	// failed one rolled back (and released).
+	if sp != n || rel != n || back != 1 || d.begins != 2 {
+		t.Fatalf("savepoints %d, releases %d, rollbacks %d, transactions %d; want %d, %d, 1, 2", sp, rel, back, d.begins, n, n)
+	}
+}
+
+// TestGroupCommitDropsCancelled: a write whose caller gave up while it was
+// still queued is never written.
+func TestGroupCommitDropsCancelled(t *testing.T) {
+	d := &gateDialect{gate: make(chan struct{})}
+	s := New(d, Config{})
+	defer s.Close()
+	go func() {
+		_, _ = s.write(context.Background(), state.OpNodeComplete, "", false, func(*txn) error { return nil })
+	}()
+	waitFor(t, func() bool { b, _ := s.GroupCommitStats(); return b == 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := false
+	done := make(chan error)
+	go func() {
+		_, err := s.write(ctx, state.OpNodeComplete, "", false, func(*txn) error { ran = true; return nil })
+		done <- err
+	}()
+	waitFor(t, func() bool {
+		s.commit.mu.Lock()
+		defer s.commit.mu.Unlock()
+		return len(s.commit.queue) == 1
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled write: %v, want context.Canceled", err)
+	}
+	d.gate <- struct{}{}
+	waitFor(t, func() bool {
+		s.commit.mu.Lock()
+		defer s.commit.mu.Unlock()
+		return len(s.commit.queue) == 0
+	})
+	if _, writes := s.GroupCommitStats(); ran || writes != 1 {
+		t.Fatalf("the dropped write ran (%v) or was counted (%d writes)", ran, writes)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
