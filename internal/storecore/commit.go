@@ -55,7 +55,8 @@ const (
 )
 
 type committer struct {
-	s *Store
+	s        *Store
+	parallel int // batches at once
 	// batches and writes count what the committer committed (or tried
 	// to): GroupCommitStats.
 	batches, writes atomic.Int64
@@ -68,7 +69,10 @@ type committer struct {
 }
 
 func newCommitter(s *Store) *committer {
-	c := &committer{s: s, wake: make(chan struct{}, 1), quit: make(chan struct{}), exit: make(chan struct{})}
+	c := &committer{s: s, parallel: 1, wake: make(chan struct{}, 1), quit: make(chan struct{}), exit: make(chan struct{})}
+	if !s.d.SingleWriter() {
+		c.parallel = s.cfg.Pipelines
+	}
 	go c.loop()
 	return c
 }
@@ -116,23 +120,50 @@ func (c *committer) stop() {
 	})
 }
 
+// loop starts a batch whenever writes are queued and fewer than
+// c.parallel batches are running (a single-writer dialect: one at a time,
+// in this goroutine). Several batches in flight let PostgreSQL flush
+// their commits together, while each batch still takes every write queued
+// when it starts.
 func (c *committer) loop() {
 	defer close(c.exit)
+	var running sync.WaitGroup
+	defer running.Wait()
+	slots := make(chan struct{}, c.parallel)
 	for {
-		batch := c.take()
-		if len(batch) > 0 {
-			c.run(batch)
-			continue
-		}
 		select {
-		case <-c.wake:
+		case slots <- struct{}{}:
 		case <-c.quit:
-			if batch := c.take(); len(batch) > 0 {
+			running.Wait()
+			for batch := c.take(); len(batch) > 0; batch = c.take() {
 				c.run(batch)
-				continue
 			}
 			return
 		}
+		batch := c.take()
+		if len(batch) == 0 {
+			<-slots
+			select {
+			case <-c.wake:
+			case <-c.quit:
+			}
+			continue
+		}
+		if c.parallel == 1 {
+			c.run(batch)
+			<-slots
+			continue
+		}
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			c.run(batch)
+			<-slots
+			select { // a slot is free: look at the queue again
+			case c.wake <- struct{}{}:
+			default:
+			}
+		}()
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 // so a test decides when a batch ends; its transactions run no queries
 // but the savepoints, which it records.
 type gateDialect struct {
+	multi  bool // takes several writers (Config.Pipelines applies)
 	gate   chan struct{}
 	mu     sync.Mutex
 	execs  []string
@@ -24,7 +25,7 @@ type gateDialect struct {
 func (d *gateDialect) Name() string                                 { return "gate" }
 func (d *gateDialect) Queries() map[string]string                   { return nil }
 func (d *gateDialect) Reader() Conn                                 { return nil }
-func (d *gateDialect) SingleWriter() bool                           { return true }
+func (d *gateDialect) SingleWriter() bool                           { return !d.multi }
 func (d *gateDialect) Arg(v any) any                                { return v }
 func (d *gateDialect) TimeHolder() (any, func() time.Time)          { return nil, nil }
 func (d *gateDialect) Translate(err error) error                    { return err }
@@ -33,6 +34,8 @@ func (d *gateDialect) Notify(context.Context, Conn, []string) error { return nil
 func (d *gateDialect) Lock(context.Context, Conn, string) error     { return nil }
 func (d *gateDialect) Close() error                                 { return nil }
 func (d *gateDialect) Begin(context.Context, TxOptions) (Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.begins++
 	return gateTx{d}, nil
 }
@@ -165,5 +168,48 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGroupCommitPipelines: on a dialect that takes several writers, up
+// to Config.Pipelines batches are in flight at once, each taking what was
+// queued when it started.
+func TestGroupCommitPipelines(t *testing.T) {
+	d := &gateDialect{multi: true, gate: make(chan struct{})}
+	s := &Store{d: d, cfg: Config{Pipelines: 2}.WithDefaults()}
+	s.commit = newCommitter(s)
+	defer s.commit.stop()
+	defer close(d.gate) // first (defers run last in, first out): nothing stays held
+	write := func() error {
+		_, err := s.commit.do(context.Background(), &job{op: state.OpNodeComplete, fn: func(*txn) error { return nil }})
+		return err
+	}
+	errs := make(chan error, 6)
+	// Two batches run at once, both held at the gate.
+	for i := range 2 {
+		go func() { errs <- write() }()
+		waitFor(t, func() bool { b, _ := s.GroupCommitStats(); return b == int64(i+1) })
+	}
+	for range 4 {
+		go func() { errs <- write() }()
+	}
+	waitFor(t, func() bool {
+		s.commit.mu.Lock()
+		defer s.commit.mu.Unlock()
+		return len(s.commit.queue) == 4
+	})
+	if b, _ := s.GroupCommitStats(); b != 2 {
+		t.Fatalf("%d batches started with both pipelines busy, want 2", b)
+	}
+	for range 3 {
+		d.gate <- struct{}{}
+	}
+	for range 6 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, w := s.GroupCommitStats(); b != 3 || w != 6 {
+		t.Fatalf("GroupCommitStats = %d batches, %d writes; want 3 and 6 (the 4 queued ones together)", b, w)
 	}
 }

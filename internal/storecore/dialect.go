@@ -147,8 +147,9 @@ type StepWrite struct {
 	Events          []EventIn
 	Blobs           []Blob
 	Checkpoint      *CheckpointIn
-	// WantRun asks for the whole run row as the write leaves it (hooks
-	// need it); otherwise only its workspace, env and attempt are read.
+	// WantRun asks for the whole run row as the write leaves it, the step
+	// row and the events' ids (hooks need them); otherwise only the run's
+	// workspace, env and attempt are read.
 	WantRun bool
 
 	// Results, filled in by the executor.
@@ -158,14 +159,17 @@ type StepWrite struct {
 	// Run is the run row after the fence (WantRun), or a run holding only
 	// WorkspaceID, Env and Attempt.
 	Run *starflowtype.Run
-	// Step is the step row as written; nil when the step statement
-	// changed no row.
-	Step *starflowtype.Step
+	// Changed reports that the step statement changed the row; Step is
+	// the row as written (with WantRun; the executor may leave it nil
+	// otherwise).
+	Changed bool
+	Step    *starflowtype.Step
 	// Prior is the step row's status before the write ("" when there was
 	// none), for StepSkip's "already skipped".
 	Prior starflowtype.StepStatus
 	// EventIDs and EventsAt are the appended events' ids (in Events
-	// order) and their created_at.
+	// order) and their created_at (with WantRun; the executor may leave
+	// them unset otherwise).
 	EventIDs []int64
 	EventsAt time.Time
 }

@@ -140,12 +140,13 @@ func (t *txn) recordStep(w *StepWrite, unchanged func(t *txn) error) error {
 		return fmt.Errorf("run %s: %w", w.Key.RunID, starflowtype.ErrCancelRequested)
 	}
 	t.ch.RunID = w.Run.ID
-	if w.Step == nil {
+	if !w.Changed {
 		return unchanged(t)
 	}
-	if w.WantRun {
-		t.ch.Run = w.Run
+	if !w.WantRun {
+		return nil // no hook needs the rows
 	}
+	t.ch.Run = w.Run
 	t.ch.Steps = append(t.ch.Steps, w.Step)
 	for i, e := range w.Events {
 		t.ch.Events = append(t.ch.Events, &starflowtype.Event{ID: w.EventIDs[i], RunID: w.Run.ID, Attempt: w.Key.Attempt,
@@ -157,7 +158,7 @@ func (t *txn) recordStep(w *StepWrite, unchanged func(t *txn) error) error {
 // execStep executes w inside tx: through the dialect's StepBatcher when it
 // has one, else statement by statement.
 func (s *Store) execStep(ctx context.Context, tx Tx, w *StepWrite) error {
-	w.Fenced, w.Cancel, w.Run, w.Step, w.Prior, w.EventIDs = false, false, nil, nil, "", nil
+	w.Fenced, w.Cancel, w.Run, w.Changed, w.Step, w.Prior, w.EventIDs = false, false, nil, false, nil, "", nil
 	if s.batch != nil {
 		return s.batch.StepWrites(ctx, tx.Conn(), []*StepWrite{w})
 	}
@@ -196,7 +197,14 @@ func (s *Store) execStepStatements(ctx context.Context, tx Tx, w *StepWrite) err
 		return nil
 	}
 	k, ws, env := w.Key, w.Run.WorkspaceID, w.Run.Env
+	// step runs the step statement: with WantRun it reads the row back
+	// from RETURNING, else it only counts the rows changed.
 	step := func(name string, args ...any) (bool, error) {
+		if !w.WantRun {
+			n, err := tx.Exec(ctx, name, args...)
+			w.Changed = n > 0
+			return w.Changed, err
+		}
 		st, err := scanStep(tx.QueryRow(ctx, name, args...))
 		if isNoRows(err) {
 			return false, nil
@@ -204,7 +212,7 @@ func (s *Store) execStepStatements(ctx context.Context, tx Tx, w *StepWrite) err
 		if err != nil {
 			return false, err
 		}
-		w.Step = st
+		w.Step, w.Changed = st, true
 		return true, nil
 	}
 	var err error
@@ -233,7 +241,7 @@ func (s *Store) execStepStatements(ctx context.Context, tx Tx, w *StepWrite) err
 			}
 		}
 	}
-	if err != nil || w.Step == nil {
+	if err != nil || !w.Changed {
 		return err
 	}
 	point := ""
@@ -252,8 +260,15 @@ func (s *Store) execStepStatements(ctx context.Context, tx Tx, w *StepWrite) err
 		}
 	}
 	for _, e := range w.Events {
+		args := []any{id, ws, env, k.Attempt, string(e.Type), k.StepID, k.ScopePath, e.Payload}
+		if !w.WantRun {
+			if _, err := tx.Exec(ctx, "insert_event", args...); err != nil {
+				return fmt.Errorf("insert %s event: %w", e.Type, err)
+			}
+			continue
+		}
 		var eid int64
-		if err := tx.QueryRow(ctx, "insert_event", id, ws, env, k.Attempt, string(e.Type), k.StepID, k.ScopePath, e.Payload).Scan(&eid, &w.EventsAt); err != nil {
+		if err := tx.QueryRow(ctx, "insert_event", args...).Scan(&eid, &w.EventsAt); err != nil {
 			return fmt.Errorf("insert %s event: %w", e.Type, err)
 		}
 		w.EventIDs = append(w.EventIDs, eid)

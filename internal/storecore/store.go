@@ -23,6 +23,8 @@ const (
 	SweepLockTimeoutDefault = 2 * time.Second
 	// MaxBatchDefault is the default Config.MaxBatch.
 	MaxBatchDefault = 256
+	// PipelinesDefault is the default Config.Pipelines.
+	PipelinesDefault = 1
 )
 
 // Config configures a Store.
@@ -43,6 +45,12 @@ type Config struct {
 	// MaxBatch bounds the writes one group commit takes. Default
 	// MaxBatchDefault (256).
 	MaxBatch int
+	// Pipelines bounds the group commits in flight at once on a dialect
+	// that takes several writers (PostgreSQL; a single-writer dialect runs
+	// one). Default PipelinesDefault (1: measured, more batches in flight
+	// only made each smaller on a PostgreSQL that is CPU-bound; a server
+	// whose commits wait on a slow disk may gain from more).
+	Pipelines int
 	// Logger receives the store's warnings. Default: discard.
 	Logger *slog.Logger
 }
@@ -57,6 +65,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = MaxBatchDefault
+	}
+	if c.Pipelines <= 0 {
+		c.Pipelines = PipelinesDefault
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -107,7 +107,7 @@ func scanStepWrite(r pgx.Row, id string, w *storecore.StepWrite) error {
 	}
 	if hasStep {
 		fixStep()
-		w.Step = step
+		w.Changed, w.Step = true, step
 		w.EventIDs = eventIDs
 		if eventsAt != nil {
 			w.EventsAt = eventsAt.UTC()

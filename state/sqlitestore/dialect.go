@@ -69,6 +69,7 @@ type dialect struct {
 	write, read *sql.DB
 	mu          sync.Mutex
 	stmts       map[string]*sql.Stmt // by text, prepared on the writer lazily
+	reads       sync.Map             // text → *sql.Stmt prepared on the readers
 }
 
 var _ storecore.Dialect = (*dialect)(nil)
@@ -77,7 +78,7 @@ func (d *dialect) Name() string                                       { return "
 func (d *dialect) Queries() map[string]string                         { return Queries }
 func (d *dialect) SingleWriter() bool                                 { return true }
 func (d *dialect) Retryable(error) bool                               { return false }
-func (d *dialect) Reader() storecore.Conn                             { return pool{d.read} }
+func (d *dialect) Reader() storecore.Conn                             { return pool{d} }
 func (d *dialect) Lock(context.Context, storecore.Conn, string) error { return nil }
 
 // Notify does nothing: the engine wakes its own runners when it enqueues,
@@ -176,6 +177,11 @@ func (d *dialect) closeStmts() {
 		st.Close()
 	}
 	d.stmts = nil
+	d.reads.Range(func(k, v any) bool {
+		v.(*sql.Stmt).Close()
+		d.reads.Delete(k)
+		return true
+	})
 }
 
 // tx is one write transaction on the writer connection: the store's
@@ -218,11 +224,28 @@ func (t *tx) Query(ctx context.Context, text string, args ...any) (storecore.Row
 func (t *tx) Commit(context.Context) error   { return t.tx.Commit() }
 func (t *tx) Rollback(context.Context) error { return t.tx.Rollback() }
 
-// pool runs queries on a pool (the readers) outside any transaction.
-type pool struct{ db *sql.DB }
+// pool runs queries on the readers outside any transaction, each
+// prepared once (database/sql prepares it on each reader connection as
+// it is first used there).
+type pool struct{ d *dialect }
+
+func (p pool) stmt(ctx context.Context, text string) (*sql.Stmt, error) {
+	if st, ok := p.d.reads.Load(text); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := p.d.read.PrepareContext(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	if old, loaded := p.d.reads.LoadOrStore(text, st); loaded {
+		st.Close()
+		return old.(*sql.Stmt), nil
+	}
+	return st, nil
+}
 
 func (p pool) Exec(ctx context.Context, text string, args ...any) (int64, error) {
-	res, err := p.db.ExecContext(ctx, text, args...)
+	res, err := p.d.read.ExecContext(ctx, text, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -230,16 +253,29 @@ func (p pool) Exec(ctx context.Context, text string, args ...any) (int64, error)
 }
 
 func (p pool) QueryRow(ctx context.Context, text string, args ...any) storecore.Row {
-	return p.db.QueryRowContext(ctx, text, args...)
+	st, err := p.stmt(ctx, text)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRowContext(ctx, args...)
 }
 
 func (p pool) Query(ctx context.Context, text string, args ...any) (storecore.Rows, error) {
-	rs, err := p.db.QueryContext(ctx, text, args...)
+	st, err := p.stmt(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := st.QueryContext(ctx, args...)
 	return rows{rs}, err
 }
 
 func (pool) Commit(context.Context) error   { return nil }
 func (pool) Rollback(context.Context) error { return nil }
+
+// errRow is a row whose query could not be prepared.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
 
 // rows adapts *sql.Rows (whose Close returns an error) to storecore.Rows.
 type rows struct{ *sql.Rows }

@@ -83,3 +83,24 @@ func TestPercentile(t *testing.T) {
 		t.Fatalf("p99 of one sample = %d", p)
 	}
 }
+
+// BenchmarkRun is one side-by-side measurement of Starflow, for profiling
+// (go test -bench Run -benchtime 1x -cpuprofile …): SBS_STORE postgres or
+// sqlite (default), SBS_SYNC (SQLite, default NORMAL), c = 16, 1,600 runs.
+func BenchmarkRun(b *testing.B) {
+	rc := workload.RunConfig{Concurrency: 16, Runs: 1600, Store: workload.StoreSQLite, Sync: workload.SyncNormal, Dir: b.TempDir(), PGConns: 20}
+	if os.Getenv("SBS_STORE") == "postgres" {
+		rc.Store, rc.Sync = workload.StorePG, ""
+		rc.PGURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	} else if s := os.Getenv("SBS_SYNC"); s != "" {
+		rc.Sync = s
+	}
+	for b.Loop() {
+		res, err := Run(context.Background(), rc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(res.Steps)/res.Elapsed.Seconds(), "steps/s")
+		b.Log(res.Checked)
+	}
+}

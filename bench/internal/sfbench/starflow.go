@@ -146,8 +146,13 @@ func Run(ctx context.Context, rc workload.RunConfig) (workload.Result, error) {
 	if err := workload.CheckCount("workflow_run_checkpoints rows", cps, want); err != nil {
 		return workload.Result{}, err
 	}
-	return workload.Result{Elapsed: elapsed, Steps: done * workload.StepsPerRun,
-		Checked: fmt.Sprintf("%d succeeded step rows, %d checkpoints", steps, cps)}, nil
+	checked := fmt.Sprintf("%d succeeded step rows, %d checkpoints", steps, cps)
+	if gc, ok := store.(interface{ GroupCommitStats() (int64, int64) }); ok {
+		if b, w := gc.GroupCommitStats(); b > 0 {
+			checked += fmt.Sprintf("; group commit: %d writes in %d batches (%.1f a batch)", w, b, float64(w)/float64(b))
+		}
+	}
+	return workload.Result{Elapsed: elapsed, Steps: done * workload.StepsPerRun, Checked: checked}, nil
 }
 
 // WakeKeys is the wake-token key ring every engine and process of the
