@@ -98,6 +98,15 @@ func (m *Adapter) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starf
 	return r, err
 }
 
+// ClaimRuns implements state.Adapter.
+func (m *Adapter) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*starflowtype.Run, error) {
+	runs, err := m.Adapter.ClaimRuns(ctx, p)
+	if err == nil && len(runs) > 0 {
+		m.after(runs)
+	}
+	return runs, err
+}
+
 // OnRunStart implements state.Adapter.
 func (m *Adapter) OnRunStart(ctx context.Context, p *state.RunStartParams) (*starflowtype.Run, error) {
 	r, err := m.Adapter.OnRunStart(ctx, p)

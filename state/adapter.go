@@ -53,8 +53,14 @@ type Adapter interface {
 	// then oldest available_at) whose pool matches: claim_state → claimed,
 	// leased_by, lease_until = db now + TTL, lease_epoch + 1,
 	// claim_attempts + 1, and a run_claimed event. The seed's writeLease
-	// moment. Returns (nil, nil) when nothing is claimable.
+	// moment. Returns (nil, nil) when nothing is claimable. p.Limit is
+	// ignored (one run).
 	ClaimRun(ctx context.Context, p *ClaimRunParams) (*starflowtype.Run, error)
+	// ClaimRuns is ClaimRun of up to p.Limit runs (default 1) in one
+	// statement, each with its run_claimed event, returned in claim order
+	// (empty when nothing is claimable): a runner with several free slots
+	// fills them at once. With p.RunID it claims at most one.
+	ClaimRuns(ctx context.Context, p *ClaimRunParams) ([]*starflowtype.Run, error)
 
 	// OnRunStart is the runner's first fenced write: status running,
 	// claim_state running, started_at (first time), run_started event.
@@ -245,6 +251,8 @@ type ClaimRunParams struct {
 	// order: `starflow run` executes its run's child runs (workflow_call)
 	// this way. Ignored without RunID.
 	WithDescendants bool
+	// Limit bounds the runs ClaimRuns claims. Default 1.
+	Limit int
 }
 
 // RunStartParams is the first fenced write of a claim.

@@ -191,11 +191,17 @@ func (rs *runState) execute(ctx context.Context) (any, error) {
 		"secrets":   secrets,
 		"run":       map[string]any{"id": rs.run.ID, "attempt": int64(rs.run.Attempt), "workflow": rs.run.WorkflowName},
 	})
-	if err := rs.loadCheckpoints(ctx); err != nil {
-		return nil, err
-	}
-	if err := rs.loadSteps(ctx); err != nil {
-		return nil, err
+	// A run claimed for the first time has written nothing yet (every
+	// step write is fenced by a claim's lease): nothing to restore, no
+	// reads.
+	rs.restored, rs.found = map[string]*starflowtype.Checkpoint{}, map[string]*starflowtype.Step{}
+	if rs.run.ClaimAttempts > 1 {
+		if err := rs.loadCheckpoints(ctx); err != nil {
+			return nil, err
+		}
+		if err := rs.loadSteps(ctx); err != nil {
+			return nil, err
+		}
 	}
 	last, err := rs.execList(ctx, rs.top, def.Steps)
 	if err != nil {

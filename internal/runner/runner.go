@@ -276,14 +276,28 @@ func (r *Runner) loop(ctx context.Context) {
 			return
 		case slots <- struct{}{}:
 		}
+		// Every slot free now is filled by the same claim (one statement).
+		free := 1
+		for free < r.cfg.Concurrency && r.cfg.OnlyRun == "" {
+			select {
+			case slots <- struct{}{}:
+				free++
+				continue
+			default:
+			}
+			break
+		}
 		// The claim is not cut off by Stop: a claim that committed must be
-		// seen, so its run is executed or released, never left claimed.
+		// seen, so its runs are executed or released, never left claimed.
 		claimStart := time.Now() // the lease runs from no earlier than this
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LeaseTTL)
-		run, err := r.store.ClaimRun(cctx, &state.ClaimRunParams{RunnerID: r.cfg.ID, Pools: r.cfg.Pools, LeaseTTL: r.cfg.LeaseTTL, WorkspaceID: r.cfg.Workspace, RunID: r.cfg.OnlyRun, WithDescendants: true})
+		runs, err := r.store.ClaimRuns(cctx, &state.ClaimRunParams{RunnerID: r.cfg.ID, Pools: r.cfg.Pools, LeaseTTL: r.cfg.LeaseTTL,
+			WorkspaceID: r.cfg.Workspace, RunID: r.cfg.OnlyRun, WithDescendants: true, Limit: free})
 		ccancel()
-		if err != nil || run == nil {
+		for range free - len(runs) {
 			<-slots
+		}
+		if err != nil || len(runs) == 0 {
 			if err != nil && ctx.Err() == nil {
 				r.cfg.Logger.Warn("claim failed", "error", err)
 			}
@@ -296,16 +310,18 @@ func (r *Runner) loop(ctx context.Context) {
 			}
 			continue
 		}
-		rctx, cancel := context.WithCancelCause(engine.WithDrain(context.Background(), r.drain))
-		r.register(run.ID, cancel)
-		if ctx.Err() != nil {
-			cancel(engine.ErrShutdown) // claimed while stopping: release it at once
+		for _, run := range runs {
+			rctx, cancel := context.WithCancelCause(engine.WithDrain(context.Background(), r.drain))
+			r.register(run.ID, cancel)
+			if ctx.Err() != nil {
+				cancel(engine.ErrShutdown) // claimed while stopping: release it at once
+			}
+			r.runs.Add(1)
+			go func() {
+				defer func() { <-slots; r.runs.Done() }()
+				r.execute(rctx, cancel, run, claimStart)
+			}()
 		}
-		r.runs.Add(1)
-		go func() {
-			defer func() { <-slots; r.runs.Done() }()
-			r.execute(rctx, cancel, run, claimStart)
-		}()
 	}
 }
 

@@ -181,15 +181,21 @@ func (t *txn) cancelParked(ctx context.Context, id string) error {
 // the session variables it wrote without keep_until are dropped, its
 // pending waits cancelled, and its end delivered to its parent.
 func (t *txn) endRun(ctx context.Context, runID string) error {
+	var parent, status, errText, ws string
+	var output []byte
+	if err := t.tx.QueryRow(ctx, "run_end_info", runID).Scan(&parent, &status, &output, &errText, &ws); err != nil {
+		return err
+	}
+	return t.ended(ctx, runID, parent, status, output, errText)
+}
+
+// ended is endRun for a run whose end the caller read (its parent,
+// status, output and error).
+func (t *txn) ended(ctx context.Context, runID, parent, status string, output []byte, errText string) error {
 	if err := t.removedVars(ctx, "session_drop_run", runID); err != nil {
 		return err
 	}
 	if err := t.cancelWaits(ctx, "cancel_waits", runID); err != nil {
-		return err
-	}
-	var parent, status, errText, ws string
-	var output []byte
-	if err := t.tx.QueryRow(ctx, "run_end_info", runID).Scan(&parent, &status, &output, &errText, &ws); err != nil {
 		return err
 	}
 	if parent == "" {

@@ -1,8 +1,10 @@
 package storecore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -145,46 +147,89 @@ func jsonNull(b []byte) any {
 	return string(b)
 }
 
-// ClaimRun implements state.Adapter: one conditional UPDATE of the best
-// claimable run (PostgreSQL: its subquery locks it FOR UPDATE SKIP LOCKED)
-// and the run_claimed event, in one transaction.
+// ClaimRun implements state.Adapter: ClaimRuns of one run.
 func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflowtype.Run, error) {
-	run, err := s.write(ctx, state.OpClaimRun, "", true, func(t *txn) error {
-		query, args := "claim_run", ClaimArgs(p)
+	q := *p
+	q.Limit = 1
+	runs, err := s.ClaimRuns(ctx, &q)
+	if err != nil || len(runs) == 0 {
+		return nil, err
+	}
+	return runs[0], nil
+}
+
+// ClaimRuns implements state.Adapter: one conditional UPDATE of the best
+// claimable runs (PostgreSQL: its subquery locks them FOR UPDATE SKIP
+// LOCKED) and their run_claimed events, in one transaction.
+func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*starflowtype.Run, error) {
+	var out []*starflowtype.Run
+	_, err := s.write(ctx, state.OpClaimRun, "", false, func(t *txn) error {
+		out = nil
+		query, args := "claim_run", ClaimArgs(p, max(p.Limit, 1))
 		if p.RunID != "" {
 			id, ok := CanonicalID(p.RunID)
 			if !ok {
 				t.idle = true
 				return nil
 			}
-			query, args = "claim_run_id", append(args, id)
+			query, args = "claim_run_id", append(args[:4], id)
 			if p.WithDescendants {
 				query = "claim_run_family"
 			}
 		}
-		r, err := scanRun(t.tx.QueryRow(ctx, query, args...))
-		if isNoRows(err) {
-			t.idle = true
-			return nil
-		}
+		rows, err := t.tx.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}
-		t.ch.RunID, t.ch.Run = r.ID, r
-		m := runMeta{workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt}
-		payload := marshal(map[string]any{"runner_id": p.RunnerID, "lease_epoch": r.LeaseEpoch})
-		return t.event(ctx, m, r.ID, 0, starflowtype.EventRunClaimed, "", "", payload)
+		for rows.Next() {
+			r, err := scanRun(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			out = append(out, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(out) == 0 {
+			t.idle = true
+			return nil
+		}
+		// Claim order: the statement's RETURNING keeps none.
+		slices.SortStableFunc(out, func(a, b *starflowtype.Run) int {
+			return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.AvailableAt.Compare(b.AvailableAt), a.CreatedAt.Compare(b.CreatedAt))
+		})
+		for _, r := range out {
+			m := runMeta{id: r.ID, workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt}
+			payload := marshal(map[string]any{"runner_id": p.RunnerID, "lease_epoch": r.LeaseEpoch})
+			if err := t.event(ctx, m, r.ID, 0, starflowtype.EventRunClaimed, "", "", payload); err != nil {
+				return err
+			}
+		}
+		if len(out) == 1 {
+			t.ch.RunID, t.ch.Run = out[0].ID, out[0]
+		} else {
+			t.ch.Runs = out
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, s.errorf("claim: %w", err)
 	}
-	return run, nil
+	// The callers' copies: hooks keep theirs.
+	for i, r := range out {
+		c := *r
+		out[i] = &c
+	}
+	return out, nil
 }
 
-// ClaimArgs are the arguments of the claim_run query for p (pgstore's
-// ExplainClaim passes the same).
-func ClaimArgs(p *state.ClaimRunParams) []any {
-	return []any{p.RunnerID, p.LeaseTTL, orEmpty(p.Pools), p.WorkspaceID}
+// ClaimArgs are the arguments of the claim_run query for p and limit
+// (pgstore's ExplainClaim passes the same).
+func ClaimArgs(p *state.ClaimRunParams, limit int) []any {
+	return []any{p.RunnerID, p.LeaseTTL, orEmpty(p.Pools), p.WorkspaceID, limit}
 }
 
 // OnRunStart implements state.Adapter.
@@ -256,20 +301,28 @@ func (t *txn) setPhase(ctx context.Context, m runMeta, runID, phase string) erro
 	return t.event(ctx, m, runID, 0, starflowtype.EventPhase, "", "", marshal(map[string]any{"phase": phase}))
 }
 
-// OnRunComplete implements state.Adapter.
+// OnRunComplete implements state.Adapter. Its fence is the ending UPDATE
+// itself (conditional on the lease, RETURNING the run as written): one
+// statement for the run, then the event and the run's end.
 func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (*starflowtype.Run, error) {
 	run, err := s.write(ctx, state.OpRunComplete, p.RunID, true, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		id, ok := CanonicalID(p.RunID)
+		if !ok {
+			return lost(p.RunID, p.Lease)
+		}
+		r, err := scanRun(t.tx.QueryRow(ctx, "run_succeeded", jsonOr(p.Output, "null"), id, p.Lease.RunnerID, p.Lease.Epoch))
+		if isNoRows(err) {
+			return lost(p.RunID, p.Lease)
+		}
 		if err != nil {
 			return err
 		}
-		if _, err := t.tx.Exec(ctx, "run_succeeded", jsonOr(p.Output, "null"), m.id); err != nil {
+		t.ch.RunID, t.ch.Run = id, r
+		m := runMeta{id: id, workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt}
+		if err := t.event(ctx, m, id, 0, starflowtype.EventRunSucceeded, "", "", nil); err != nil {
 			return err
 		}
-		if err := t.event(ctx, m, m.id, 0, starflowtype.EventRunSucceeded, "", "", nil); err != nil {
-			return err
-		}
-		return t.endRun(ctx, m.id)
+		return t.ended(ctx, id, r.ParentRunID, string(r.Status), jsonOr(r.Output, "null"), r.Error)
 	})
 	if err != nil {
 		return nil, s.errorf("run complete: %w", err)
@@ -284,11 +337,7 @@ func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starf
 		if err != nil {
 			return err
 		}
-		var attempt, maxAttempts int
-		var mode, pool string
-		if err := t.tx.QueryRow(ctx, "run_attempts", m.id).Scan(&attempt, &maxAttempts, &mode, &pool); err != nil {
-			return err
-		}
+		attempt, maxAttempts, mode, pool := m.attempt, m.maxAttempts, m.mode, m.pool
 		switch {
 		case p.Retry && starflowtype.RecoveryMode(mode) == starflowtype.RecoveryManual:
 			if err := t.endAttempt(ctx, m.id, attempt); err != nil {
@@ -349,18 +398,24 @@ func (s *Store) OnRunCancelled(ctx context.Context, p *state.RunCancelledParams)
 	return run, nil
 }
 
-// ClearLease implements state.Adapter. The released run's pool is
-// notified.
+// ClearLease implements state.Adapter: its fence is the releasing UPDATE
+// itself (conditional on the lease). The released run's pool is notified.
 func (s *Store) ClearLease(ctx context.Context, p *state.ClearLeaseParams) error {
 	_, err := s.write(ctx, state.OpClearLease, p.RunID, false, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		m := runMeta{}
+		var ok bool
+		if m.id, ok = CanonicalID(p.RunID); !ok {
+			return lost(p.RunID, p.Lease)
+		}
+		var pool string
+		err := t.tx.QueryRow(ctx, "clear_lease", m.id, p.Lease.RunnerID, p.Lease.Epoch).Scan(&m.workspace, &m.env, &m.attempt, &pool)
+		if isNoRows(err) {
+			return lost(p.RunID, p.Lease)
+		}
 		if err != nil {
 			return err
 		}
-		var pool string
-		if err := t.tx.QueryRow(ctx, "clear_lease", m.id).Scan(&pool); err != nil {
-			return err
-		}
+		t.ch.RunID = m.id
 		t.notify = append(t.notify, pool)
 		payload := marshal(map[string]any{"reason": "lease_released", "runner_id": p.Lease.RunnerID})
 		return t.event(ctx, m, m.id, 0, starflowtype.EventRunQueued, "", "", payload)

@@ -182,8 +182,10 @@ func (s *Store) execStepStatements(ctx context.Context, tx Tx, w *StepWrite) err
 		w.Run = r
 	} else {
 		r := &starflowtype.Run{ID: id}
-		var status, parent string
-		err := tx.QueryRow(ctx, "fence", id, w.Lease.RunnerID, w.Lease.Epoch).Scan(&r.WorkspaceID, &r.Env, &r.Attempt, &r.CancelRequested, &status, &parent)
+		var status, parent, mode, pool string
+		var maxAttempts int
+		err := tx.QueryRow(ctx, "fence", id, w.Lease.RunnerID, w.Lease.Epoch).Scan(&r.WorkspaceID, &r.Env, &r.Attempt, &r.CancelRequested,
+			&status, &parent, &maxAttempts, &mode, &pool)
 		if isNoRows(err) {
 			return nil
 		}

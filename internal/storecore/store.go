@@ -141,6 +141,9 @@ type runMeta struct {
 	cancel         bool   // cancel_requested
 	status         string // before the write
 	parent         string // parent_run_id, "" when none
+	maxAttempts    int
+	mode           string // recovery_mode
+	pool           string // runner_pool, "" when any
 }
 
 // retryTries bounds the runs of a write that the dialect calls Retryable.
@@ -269,7 +272,8 @@ func (t *txn) fence(ctx context.Context, runID string, l starflowtype.Lease) (ru
 	if t.ch.RunID == runID {
 		t.ch.RunID = id
 	}
-	err := t.tx.QueryRow(ctx, "fence", id, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt, &m.cancel, &m.status, &m.parent)
+	err := t.tx.QueryRow(ctx, "fence", id, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt, &m.cancel, &m.status, &m.parent,
+		&m.maxAttempts, &m.mode, &m.pool)
 	if errors.Is(err, ErrNoRows) {
 		return m, lost(runID, l)
 	}

@@ -28,9 +28,10 @@ var queriesSQL string
 // the whole run row, for hooks).
 var Queries = func() map[string]string {
 	m := sqlq.MustParse(queriesSQL)
-	head, tail := m["_sw_head"], m["_sw_tail"]
-	delete(m, "_sw_head")
-	delete(m, "_sw_tail")
+	parts := strings.NewReplacer("/*_sw_fence*/", m["_sw_fence"], "/*_sw_run*/", m["_sw_run"], "/*_sw_result*/", m["_sw_result"])
+	delete(m, "_sw_fence")
+	delete(m, "_sw_run")
+	delete(m, "_sw_result")
 	for name, text := range m {
 		text = strings.Replace(text, "/*run_columns*/", runColumns, 1)
 		text = strings.Replace(text, "/*step_columns*/", stepColumns, 1)
@@ -39,8 +40,7 @@ var Queries = func() map[string]string {
 			m[name] = text
 			continue
 		}
-		text = strings.Replace(text, "/*_sw_head*/", head, 1)
-		text = strings.Replace(text, "/*_sw_tail*/", tail, 1)
+		text = parts.Replace(text)
 		text = strings.ReplaceAll(text, "/*step_returning*/", aliased("st.", stepColumns, "s"))
 		text = strings.Replace(text, "/*step_select*/", ", "+selected("s.", "s", 12), 1)
 		m[name] = strings.NewReplacer("/*run_returning*/", "r.id", "/*run_select*/", "").Replace(text)

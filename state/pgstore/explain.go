@@ -30,7 +30,7 @@ type Plan struct {
 // with the same arguments. Operators use it to check that claims walk
 // idx_workflow_runs_claim_pool; the tests do.
 func (s *Store) ExplainClaim(ctx context.Context, p *state.ClaimRunParams) (*Plan, error) {
-	args := storecore.ClaimArgs(p)
+	args := storecore.ClaimArgs(p, 1)
 	for i, a := range args {
 		args[i] = (*dialect)(nil).Arg(a)
 	}

@@ -15,7 +15,8 @@ UPDATE workflow_runs
    SET updated_at = now()
  WHERE id = $1 AND leased_by = $2 AND lease_epoch = $3
    AND claim_state IN ('claimed', 'running')
-RETURNING workspace_id, env, attempt, cancel_requested, status, coalesce(parent_run_id::text, '');
+RETURNING workspace_id, env, attempt, cancel_requested, status, coalesce(parent_run_id::text, ''),
+          max_attempts, recovery_mode, coalesce(runner_pool, '');
 
 -- name: fence_run
 -- The fence for a write that changes the run only through the fence (the
@@ -60,11 +61,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 'queued', $8, $9, $10,
 RETURNING /*run_columns*/;
 
 -- name: claim_run
--- One atomic conditional write. The subquery walks
+-- One atomic conditional write of up to $5 runs. The subquery walks
 -- idx_workflow_runs_claim_pool in claim order and locks the first claimable
--- run, skipping rows other claimers hold, so concurrent claims never wait
+-- runs, skipping rows other claimers hold, so concurrent claims never wait
 -- on each other and never take the same run. Pools: a run with a NULL pool
--- matches any runner.
+-- matches any runner. (= ANY (ARRAY(…)): the runs are found first, then
+-- updated by primary key, whatever the plan's estimate of $5.)
 UPDATE workflow_runs
    SET claim_state    = 'claimed',
        leased_by      = $1,
@@ -73,15 +75,15 @@ UPDATE workflow_runs
        lease_epoch    = lease_epoch + 1,
        claim_attempts = claim_attempts + 1,
        updated_at     = now()
- WHERE id = (
+ WHERE id = ANY (ARRAY(
        SELECT id FROM workflow_runs
         WHERE claim_state = 'queued'
           AND available_at <= now()
           AND (runner_pool IS NULL OR runner_pool = ANY ($3::text[]))
           AND ($4::text = '' OR workspace_id = $4)
         ORDER BY priority DESC, available_at, seq
-        LIMIT 1
-          FOR UPDATE SKIP LOCKED)
+        LIMIT $5
+          FOR UPDATE SKIP LOCKED))
 RETURNING /*run_columns*/;
 
 -- name: claim_run_id
@@ -248,6 +250,8 @@ UPDATE workflow_runs SET phase = $1
  WHERE id = $2 AND coalesce(phase, '') <> $1;
 
 -- name: run_succeeded
+-- The end of a run as succeeded, fenced: it matches only while the lease
+-- ($3 runner, $4 epoch) holds, and is OnRunComplete's fence.
 UPDATE workflow_runs
    SET status          = 'succeeded',
        claim_state     = 'complete',
@@ -259,10 +263,9 @@ UPDATE workflow_runs
        completed_at    = now(),
        duration_ms     = round(extract(epoch FROM now() - coalesce(attempt_started_at, now())) * 1000)::bigint,
        updated_at      = now()
- WHERE id = $2;
-
--- name: run_attempts
-SELECT attempt, max_attempts, recovery_mode, coalesce(runner_pool, '') FROM workflow_runs WHERE id = $1;
+ WHERE id = $2 AND leased_by = $3 AND lease_epoch = $4
+   AND claim_state IN ('claimed', 'running')
+RETURNING /*run_columns*/;
 
 -- name: run_requeue
 -- A retryable failure with attempts left: a new attempt after a backoff.
@@ -304,6 +307,7 @@ UPDATE workflow_runs
  WHERE id = $3;
 
 -- name: clear_lease
+-- A graceful release, fenced: it matches only while the lease holds.
 UPDATE workflow_runs
    SET status       = CASE WHEN status = 'running' THEN 'queued' ELSE status END,
        claim_state  = 'queued',
@@ -311,8 +315,9 @@ UPDATE workflow_runs
        lease_until  = NULL,
        available_at = now(),
        updated_at   = now()
- WHERE id = $1
-RETURNING coalesce(runner_pool, '');
+ WHERE id = $1 AND leased_by = $2 AND lease_epoch = $3
+   AND claim_state IN ('claimed', 'running')
+RETURNING workspace_id, env, attempt, coalesce(runner_pool, '');
 
 -- name: get_run
 SELECT /*run_columns*/ FROM workflow_runs WHERE id = $1 AND ($2::text = '' OR workspace_id = $2);
@@ -800,129 +805,165 @@ DELETE FROM mirror_drain_lock WHERE name = $1 AND owner = $2;
 -- Each sw_* statement is one fenced step write (storecore.StepWrite). f
 -- locks the run row when the lease matches (FOR UPDATE: held to commit,
 -- and re-checked against the committed row if another transaction
--- changed it meanwhile); the step row's transition, the blobs, events and
--- checkpoint, and the conditional write of the run row (u: updated_at)
--- each draw their rows from the one before, so a stale lease, a refused
--- cancel or a step transition that changes nothing writes nothing at all.
--- Its one result row says what happened. They share their arguments ($1
--- … $19, typed in _sw_head) and their first and last parts (_sw_head,
--- _sw_tail, substituted at load); /*run_returning*/, /*run_select*/ and
--- /*step_*/ are the column lists, with the whole run row in the *_run
--- variant the dialect derives.
+-- changed it meanwhile); the step row's transition (s), the conditional
+-- write of the run row (u: updated_at), the events (e) and, for a
+-- success, the blobs (b) and the checkpoint (c) each draw their rows from
+-- the ones before, so a stale lease, a refused cancel or a step transition
+-- that changes nothing writes nothing at all. Its one result row says what
+-- happened. $1 … $6 are always the run, runner, epoch, attempt, scope path
+-- and step id; the rest are the write's own (stepbatch.go lists them).
+-- /*_sw_fence*/, /*_sw_run*/ and /*_sw_result*/ are shared parts
+-- (substituted at load); /*run_returning*/, /*run_select*/ and /*step_*/
+-- are column lists, with the whole run row in the *_run variant the
+-- dialect derives.
 
--- name: _sw_head
-WITH a AS (
-     SELECT $1::uuid AS p_run, $2::text AS p_runner, $3::bigint AS p_epoch, $4::int AS p_attempt,
-            $5::text AS p_scope, $6::text AS p_step, $7::text AS p_kind, $8::int AS p_try,
-            $9::text AS p_err, $10::bool AS p_refuse, $11::text[] AS p_ev_types,
-            $12::text[] AS p_ev_payloads, $13::text[] AS p_blob_sums, $14::bytea[] AS p_blob_data,
-            $15::bool AS p_has_cp, $16::text AS p_cp_ctx, $17::text AS p_cp_out,
-            $18::text AS p_cp_ctx_blob, $19::text AS p_cp_out_blob),
-f AS (
+-- name: _sw_fence
+WITH f AS (
      SELECT r.workspace_id, r.env, r.attempt AS f_attempt, r.cancel_requested
-       FROM workflow_runs r, a
-      WHERE r.id = a.p_run AND r.leased_by = a.p_runner AND r.lease_epoch = a.p_epoch
+       FROM workflow_runs r
+      WHERE r.id = $1::uuid AND r.leased_by = $2::text AND r.lease_epoch = $3::bigint
         AND r.claim_state IN ('claimed', 'running')
         FOR UPDATE OF r),
-prior AS (
-     SELECT st.status FROM workflow_steps st, a
-      WHERE st.run_id = a.p_run AND st.attempt = a.p_attempt AND st.scope_path = a.p_scope AND st.step_id = a.p_step),
 
--- name: _sw_tail
+-- name: _sw_run
 u AS (
-     UPDATE workflow_runs r SET updated_at = now() FROM a
-      WHERE r.id = a.p_run AND EXISTS (SELECT 1 FROM s)
+     UPDATE workflow_runs r SET updated_at = now()
+      WHERE r.id = $1::uuid AND EXISTS (SELECT 1 FROM s)
      RETURNING /*run_returning*/),
-b AS (
-     INSERT INTO workflow_blobs (sha256, size_bytes, data)
-     SELECT x.sum, length(x.data), x.data FROM a, s, unnest(a.p_blob_sums, a.p_blob_data) AS x(sum, data)
-     ON CONFLICT (sha256) DO NOTHING),
-e AS (
-     INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id, scope_path, payload_json)
-     SELECT a.p_run, f.workspace_id, f.env, a.p_attempt, x.typ, a.p_step, a.p_scope, nullif(x.payload, '')::json
-       FROM a, f, s, unnest(a.p_ev_types, a.p_ev_payloads) WITH ORDINALITY AS x(typ, payload, ord)
-      ORDER BY x.ord
-     RETURNING id, created_at),
-c AS (
-     INSERT INTO workflow_run_checkpoints (run_id, scope_path, step_id, attempt, workspace_id, env,
-                                           context_json, outputs_json, context_blob, outputs_blob)
-     SELECT a.p_run, a.p_scope, a.p_step, a.p_attempt, f.workspace_id, f.env,
-            a.p_cp_ctx::json, a.p_cp_out::json, a.p_cp_ctx_blob, a.p_cp_out_blob
-       FROM a, f, s WHERE a.p_has_cp)
+
+-- name: _sw_result
 SELECT f.workspace_id IS NOT NULL, f.workspace_id, f.env, f.f_attempt, f.cancel_requested /*run_select*/,
        s.s0 IS NOT NULL /*step_select*/, (SELECT status FROM prior),
        (SELECT array_agg(id ORDER BY id) FROM e), (SELECT min(created_at) FROM e)
-  FROM a LEFT JOIN f ON true LEFT JOIN s ON true LEFT JOIN u ON true;
+  FROM (SELECT 1) AS one LEFT JOIN f ON true LEFT JOIN s ON true LEFT JOIN u ON true;
 
 -- name: sw_start
-/*_sw_head*/
+-- $7 kind, $8 try, $9 refuse a cancel request, $10 node_start payload.
+/*_sw_fence*/
+prior AS (SELECT NULL::text AS status WHERE false),
 s AS (
      INSERT INTO workflow_steps AS st (run_id, attempt, scope_path, step_id, workspace_id, env,
                                        kind, status, tries, started_at, updated_at)
-     SELECT a.p_run, a.p_attempt, a.p_scope, a.p_step, f.workspace_id, f.env, a.p_kind, 'running', a.p_try, now(), now()
-       FROM a, f WHERE NOT (a.p_refuse AND f.cancel_requested)
+     SELECT $1::uuid, $4::int, $5::text, $6::text, f.workspace_id, f.env, $7::text, 'running', $8::int, now(), now()
+       FROM f WHERE NOT ($9::bool AND f.cancel_requested)
      ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
         SET status = 'running', tries = excluded.tries, error = NULL,
             finished_at = NULL, duration_ms = NULL, updated_at = excluded.updated_at
       WHERE st.status <> 'succeeded' AND st.tries < excluded.tries
      RETURNING /*step_returning*/),
-/*_sw_tail*/
+/*_sw_run*/
+e AS (
+     INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id, scope_path, payload_json)
+     SELECT $1::uuid, f.workspace_id, f.env, $4::int, 'node_start', $6::text, $5::text, $10::json
+       FROM f, s
+     RETURNING id, created_at)
+/*_sw_result*/
 
 -- name: sw_start_succeed
-/*_sw_head*/
+-- $7 kind, $8 try, $9 refuse a cancel request, $10 node_start and $11
+-- node_complete payloads, $12 $13 the checkpoint's context and output
+-- (or placeholders), $14 $15 their blob sums (NULL: inline), $16 $17 the
+-- blobs' sums and data.
+/*_sw_fence*/
+prior AS (SELECT NULL::text AS status WHERE false),
 s AS (
      INSERT INTO workflow_steps AS st (run_id, attempt, scope_path, step_id, workspace_id, env,
                                        kind, status, tries, started_at, finished_at, duration_ms, updated_at)
-     SELECT a.p_run, a.p_attempt, a.p_scope, a.p_step, f.workspace_id, f.env, a.p_kind, 'succeeded', a.p_try,
+     SELECT $1::uuid, $4::int, $5::text, $6::text, f.workspace_id, f.env, $7::text, 'succeeded', $8::int,
             now(), now(), 0, now()
-       FROM a, f WHERE NOT (a.p_refuse AND f.cancel_requested)
+       FROM f WHERE NOT ($9::bool AND f.cancel_requested)
      ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
         SET status = 'succeeded', tries = excluded.tries, error = NULL, started_at = excluded.started_at,
             finished_at = excluded.finished_at, duration_ms = 0, updated_at = excluded.updated_at
       WHERE st.status <> 'succeeded' AND st.tries < excluded.tries
      RETURNING /*step_returning*/),
-/*_sw_tail*/
+/*_sw_run*/
+e AS (
+     INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id, scope_path, payload_json)
+     SELECT $1::uuid, f.workspace_id, f.env, $4::int, x.typ, $6::text, $5::text, x.payload
+       FROM f, s, (VALUES (1, 'node_start', $10::json), (2, 'node_complete', $11::json)) AS x(ord, typ, payload)
+      ORDER BY x.ord
+     RETURNING id, created_at),
+b AS (
+     INSERT INTO workflow_blobs (sha256, size_bytes, data)
+     SELECT x.sum, length(x.data), x.data FROM s, unnest($16::text[], $17::bytea[]) AS x(sum, data)
+     ON CONFLICT (sha256) DO NOTHING),
+c AS (
+     INSERT INTO workflow_run_checkpoints (run_id, scope_path, step_id, attempt, workspace_id, env,
+                                           context_json, outputs_json, context_blob, outputs_blob)
+     SELECT $1::uuid, $5::text, $6::text, $4::int, f.workspace_id, f.env, $12::json, $13::json, $14::text, $15::text
+       FROM f, s)
+/*_sw_result*/
 
 -- name: sw_retry
-/*_sw_head*/
+-- $7 try, $8 error, $9 node_retry payload.
+/*_sw_fence*/
+prior AS (SELECT NULL::text AS status WHERE false),
 s AS (
-     UPDATE workflow_steps st SET tries = a.p_try, error = a.p_err, updated_at = now()
-       FROM a, f
-      WHERE st.run_id = a.p_run AND st.attempt = a.p_attempt AND st.scope_path = a.p_scope
-        AND st.step_id = a.p_step AND st.status = 'running'
+     UPDATE workflow_steps st SET tries = $7::int, error = $8::text, updated_at = now()
+       FROM f
+      WHERE st.run_id = $1::uuid AND st.attempt = $4::int AND st.scope_path = $5::text
+        AND st.step_id = $6::text AND st.status = 'running'
      RETURNING /*step_returning*/),
-/*_sw_tail*/
+/*_sw_run*/
+e AS (
+     INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id, scope_path, payload_json)
+     SELECT $1::uuid, f.workspace_id, f.env, $4::int, 'node_retry', $6::text, $5::text, $9::json
+       FROM f, s
+     RETURNING id, created_at)
+/*_sw_result*/
 
 -- name: sw_succeed
-/*_sw_head*/
+-- $7 try, $8 node_complete payload, $9 … $14 as sw_start_succeed's $12 … $17.
+/*_sw_fence*/
+prior AS (SELECT NULL::text AS status WHERE false),
 s AS (
      UPDATE workflow_steps st
-        SET status = 'succeeded', tries = a.p_try, error = NULL, finished_at = now(), updated_at = now(),
+        SET status = 'succeeded', tries = $7::int, error = NULL, finished_at = now(), updated_at = now(),
             duration_ms = round(extract(epoch FROM now() - st.started_at) * 1000)::bigint
-       FROM a, f
-      WHERE st.run_id = a.p_run AND st.attempt = a.p_attempt AND st.scope_path = a.p_scope
-        AND st.step_id = a.p_step AND st.status IN ('running', 'waiting')
+       FROM f
+      WHERE st.run_id = $1::uuid AND st.attempt = $4::int AND st.scope_path = $5::text
+        AND st.step_id = $6::text AND st.status IN ('running', 'waiting')
      RETURNING /*step_returning*/),
-/*_sw_tail*/
+/*_sw_run*/
+e AS (
+     INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id, scope_path, payload_json)
+     SELECT $1::uuid, f.workspace_id, f.env, $4::int, 'node_complete', $6::text, $5::text, $8::json
+       FROM f, s
+     RETURNING id, created_at),
+b AS (
+     INSERT INTO workflow_blobs (sha256, size_bytes, data)
+     SELECT x.sum, length(x.data), x.data FROM s, unnest($13::text[], $14::bytea[]) AS x(sum, data)
+     ON CONFLICT (sha256) DO NOTHING),
+c AS (
+     INSERT INTO workflow_run_checkpoints (run_id, scope_path, step_id, attempt, workspace_id, env,
+                                           context_json, outputs_json, context_blob, outputs_blob)
+     SELECT $1::uuid, $5::text, $6::text, $4::int, f.workspace_id, f.env, $9::json, $10::json, $11::text, $12::text
+       FROM f, s)
+/*_sw_result*/
 
 -- name: sw_fail
 -- An open row fails; with none, a failed row of its own (the step failed
--- before it started), unless the row succeeded.
-/*_sw_head*/
+-- before it started), unless the row succeeded. $7 kind, $8 try, $9
+-- error, $10 node_error payload.
+/*_sw_fence*/
+prior AS (
+     SELECT st.status FROM workflow_steps st
+      WHERE st.run_id = $1::uuid AND st.attempt = $4::int AND st.scope_path = $5::text AND st.step_id = $6::text),
 s1 AS (
      UPDATE workflow_steps st
-        SET status = 'failed', tries = a.p_try, error = a.p_err, finished_at = now(), updated_at = now(),
+        SET status = 'failed', tries = $8::int, error = $9::text, finished_at = now(), updated_at = now(),
             duration_ms = round(extract(epoch FROM now() - st.started_at) * 1000)::bigint
-       FROM a, f
-      WHERE st.run_id = a.p_run AND st.attempt = a.p_attempt AND st.scope_path = a.p_scope
-        AND st.step_id = a.p_step AND st.status IN ('running', 'waiting')
+       FROM f
+      WHERE st.run_id = $1::uuid AND st.attempt = $4::int AND st.scope_path = $5::text
+        AND st.step_id = $6::text AND st.status IN ('running', 'waiting')
      RETURNING /*step_returning*/),
 s2 AS (
      INSERT INTO workflow_steps AS st (run_id, attempt, scope_path, step_id, workspace_id, env,
                                        kind, status, tries, started_at, finished_at, duration_ms, error, updated_at)
-     SELECT a.p_run, a.p_attempt, a.p_scope, a.p_step, f.workspace_id, f.env, a.p_kind, 'failed', a.p_try,
-            now(), now(), 0, a.p_err, now()
-       FROM a, f
+     SELECT $1::uuid, $4::int, $5::text, $6::text, f.workspace_id, f.env, $7::text, 'failed', $8::int,
+            now(), now(), 0, $9::text, now()
+       FROM f
       WHERE NOT EXISTS (SELECT 1 FROM prior WHERE prior.status IN ('running', 'waiting'))
      ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
         SET status = 'failed', kind = excluded.kind, tries = excluded.tries, error = excluded.error,
@@ -930,18 +971,34 @@ s2 AS (
       WHERE st.status <> 'succeeded'
      RETURNING /*step_returning*/),
 s AS (SELECT * FROM s1 UNION ALL SELECT * FROM s2),
-/*_sw_tail*/
+/*_sw_run*/
+e AS (
+     INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id, scope_path, payload_json)
+     SELECT $1::uuid, f.workspace_id, f.env, $4::int, 'node_error', $6::text, $5::text, $10::json
+       FROM f, s
+     RETURNING id, created_at)
+/*_sw_result*/
 
 -- name: sw_skip
-/*_sw_head*/
+-- $7 kind, $8 node_skipped payload (NULL: none).
+/*_sw_fence*/
+prior AS (
+     SELECT st.status FROM workflow_steps st
+      WHERE st.run_id = $1::uuid AND st.attempt = $4::int AND st.scope_path = $5::text AND st.step_id = $6::text),
 s AS (
      INSERT INTO workflow_steps AS st (run_id, attempt, scope_path, step_id, workspace_id, env,
                                        kind, status, tries, started_at, finished_at, duration_ms, error, updated_at)
-     SELECT a.p_run, a.p_attempt, a.p_scope, a.p_step, f.workspace_id, f.env, a.p_kind, 'skipped', 0,
+     SELECT $1::uuid, $4::int, $5::text, $6::text, f.workspace_id, f.env, $7::text, 'skipped', 0,
             now(), now(), 0, NULL, now()
-       FROM a, f
+       FROM f
      ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
         SET status = 'skipped', finished_at = excluded.finished_at, updated_at = excluded.updated_at
       WHERE st.status NOT IN ('succeeded', 'skipped')
      RETURNING /*step_returning*/),
-/*_sw_tail*/
+/*_sw_run*/
+e AS (
+     INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id, scope_path, payload_json)
+     SELECT $1::uuid, f.workspace_id, f.env, $4::int, 'node_skipped', $6::text, $5::text, $8::json
+       FROM f, s
+     RETURNING id, created_at)
+/*_sw_result*/

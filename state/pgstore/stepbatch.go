@@ -21,42 +21,36 @@ var stepQuery = map[storecore.StepOp]string{
 	storecore.StepSkip:         "sw_skip",
 }
 
+// stepEvents are the events each one-statement step write appends, in
+// order (the statements name them; the core's StepWrite must agree).
+var stepEvents = map[storecore.StepOp][]starflowtype.EventType{
+	storecore.StepStart:        {starflowtype.EventNodeStart},
+	storecore.StepStartSucceed: {starflowtype.EventNodeStart, starflowtype.EventNodeComplete},
+	storecore.StepRetry:        {starflowtype.EventNodeRetry},
+	storecore.StepSucceed:      {starflowtype.EventNodeComplete},
+	storecore.StepFail:         {starflowtype.EventNodeError},
+	storecore.StepSkip:         {starflowtype.EventNodeSkipped},
+}
+
 // StepWrites implements storecore.StepBatcher: every write is one sw_*
 // statement, and all of them go to the server in one pipeline (a pgx
 // batch) inside t, so a batch of writes costs one round trip.
 func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storecore.StepWrite) error {
 	b := &pgx.Batch{}
 	for _, w := range ws {
-		name := stepQuery[w.Op]
-		if w.WantRun {
-			name += "_run"
-		}
 		id, ok := storecore.CanonicalID(w.Key.RunID)
 		if !ok {
 			continue // no run has that id: not fenced
 		}
-		types := make([]string, len(w.Events))
-		payloads := make([]string, len(w.Events))
-		for i, e := range w.Events {
-			types[i], payloads[i] = string(e.Type), string(e.Payload)
+		args, err := stepArgs(id, w)
+		if err != nil {
+			return err
 		}
-		sums := make([]string, len(w.Blobs))
-		data := make([][]byte, len(w.Blobs))
-		for i, bl := range w.Blobs {
-			sums[i], data[i] = bl.Sum, bl.Data
+		name := stepQuery[w.Op]
+		if w.WantRun {
+			name += "_run"
 		}
-		var cp storecore.CheckpointIn
-		if w.Checkpoint != nil {
-			cp = *w.Checkpoint
-		}
-		var errText any
-		if w.Op == storecore.StepRetry || w.Op == storecore.StepFail {
-			errText = w.Error
-		}
-		b.Queue(query(name), id, w.Lease.RunnerID, w.Lease.Epoch, w.Key.Attempt, w.Key.ScopePath, w.Key.StepID,
-			w.Kind, w.Try, errText, w.RefuseCancelled, types, payloads, sums, data,
-			w.Checkpoint != nil, string(cp.Context), string(cp.Output), nullText(cp.ContextBlob), nullText(cp.OutputBlob)).
-			QueryRow(func(r pgx.Row) error { return scanStepWrite(r, id, w) })
+		b.Queue(query(name), args...).QueryRow(func(r pgx.Row) error { return scanStepWrite(r, id, w) })
 	}
 	if b.Len() == 0 {
 		return nil
@@ -65,6 +59,53 @@ func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storec
 		return fmt.Errorf("step writes: %w", translate(err))
 	}
 	return nil
+}
+
+// stepArgs are the arguments of w's sw_* statement (queries.sql).
+func stepArgs(id string, w *storecore.StepWrite) ([]any, error) {
+	want := stepEvents[w.Op]
+	if len(w.Events) != len(want) {
+		return nil, fmt.Errorf("step write %s: %d events, its statement appends %v", w.Key.StepID, len(w.Events), want)
+	}
+	payloads := make([]any, len(w.Events))
+	for i, e := range w.Events {
+		if e.Type != want[i] {
+			return nil, fmt.Errorf("step write %s: event %s, its statement appends %v", w.Key.StepID, e.Type, want)
+		}
+		if len(e.Payload) > 0 {
+			payloads[i] = string(e.Payload)
+		}
+	}
+	args := []any{id, w.Lease.RunnerID, w.Lease.Epoch, w.Key.Attempt, w.Key.ScopePath, w.Key.StepID}
+	switch w.Op {
+	case storecore.StepStart:
+		args = append(args, w.Kind, w.Try, w.RefuseCancelled, payloads[0])
+	case storecore.StepStartSucceed:
+		args = append(append(args, w.Kind, w.Try, w.RefuseCancelled, payloads[0], payloads[1]), checkpointArgs(w)...)
+	case storecore.StepRetry:
+		args = append(args, w.Try, w.Error, payloads[0])
+	case storecore.StepSucceed:
+		args = append(append(args, w.Try, payloads[0]), checkpointArgs(w)...)
+	case storecore.StepFail:
+		args = append(args, w.Kind, w.Try, w.Error, payloads[0])
+	case storecore.StepSkip:
+		args = append(args, w.Kind, payloads[0])
+	}
+	return args, nil
+}
+
+// checkpointArgs are a success's checkpoint and blob arguments.
+func checkpointArgs(w *storecore.StepWrite) []any {
+	var cp storecore.CheckpointIn
+	if w.Checkpoint != nil {
+		cp = *w.Checkpoint
+	}
+	sums := make([]string, len(w.Blobs))
+	data := make([][]byte, len(w.Blobs))
+	for i, bl := range w.Blobs {
+		sums[i], data[i] = bl.Sum, bl.Data
+	}
+	return []any{string(cp.Context), string(cp.Output), nullText(cp.ContextBlob), nullText(cp.OutputBlob), sums, data}
 }
 
 // scanStepWrite reads an sw_* statement's result row into w.

@@ -13,7 +13,8 @@ UPDATE workflow_runs
    SET updated_at = now()
  WHERE id = ?1 AND leased_by = ?2 AND lease_epoch = ?3
    AND claim_state IN ('claimed', 'running')
-RETURNING workspace_id, env, attempt, cancel_requested, status, coalesce(parent_run_id, '');
+RETURNING workspace_id, env, attempt, cancel_requested, status, coalesce(parent_run_id, ''),
+          max_attempts, recovery_mode, coalesce(runner_pool, '');
 
 -- name: fence_run
 -- The fence of a write whose hooks need the run: the whole row as the
@@ -57,7 +58,8 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', 'queued', ?8, ?9, ?10, now(?11),
 RETURNING /*run_columns*/;
 
 -- name: claim_run
--- One atomic conditional write; the single writer serialises claims.
+-- One atomic conditional write of up to ?5 runs, in claim order; the
+-- single writer serialises claims.
 -- Pools: a run with a NULL pool matches any runner.
 UPDATE workflow_runs
    SET claim_state    = 'claimed',
@@ -67,14 +69,14 @@ UPDATE workflow_runs
        lease_epoch    = lease_epoch + 1,
        claim_attempts = claim_attempts + 1,
        updated_at     = now()
- WHERE id = (
+ WHERE id IN (
        SELECT id FROM workflow_runs
         WHERE claim_state = 'queued'
           AND available_at <= now()
           AND (runner_pool IS NULL OR runner_pool IN (SELECT value FROM json_each(?3)))
           AND (?4 = '' OR workspace_id = ?4)
         ORDER BY priority DESC, available_at, rowid
-        LIMIT 1)
+        LIMIT ?5)
 RETURNING /*run_columns*/;
 
 -- name: claim_run_id
@@ -244,6 +246,8 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10);
 UPDATE workflow_runs SET phase = ?1 WHERE id = ?2 AND coalesce(phase, '') <> ?1;
 
 -- name: run_succeeded
+-- The end of a run as succeeded, fenced: it matches only while the lease
+-- (?3 runner, ?4 epoch) holds, and is OnRunComplete's fence.
 UPDATE workflow_runs
    SET status          = 'succeeded',
        claim_state     = 'complete',
@@ -255,10 +259,9 @@ UPDATE workflow_runs
        completed_at    = now(),
        duration_ms     = CAST(round((julianday(now()) - julianday(coalesce(attempt_started_at, now()))) * 86400000) AS INTEGER),
        updated_at      = now()
- WHERE id = ?2;
-
--- name: run_attempts
-SELECT attempt, max_attempts, recovery_mode, coalesce(runner_pool, '') FROM workflow_runs WHERE id = ?1;
+ WHERE id = ?2 AND leased_by = ?3 AND lease_epoch = ?4
+   AND claim_state IN ('claimed', 'running')
+RETURNING /*run_columns*/;
 
 -- name: run_requeue
 -- A retryable failure with attempts left: a new attempt after a backoff.
@@ -296,6 +299,7 @@ UPDATE workflow_runs
  WHERE id = ?3;
 
 -- name: clear_lease
+-- A graceful release, fenced: it matches only while the lease holds.
 UPDATE workflow_runs
    SET status       = CASE WHEN status = 'running' THEN 'queued' ELSE status END,
        claim_state  = 'queued',
@@ -303,8 +307,9 @@ UPDATE workflow_runs
        lease_until  = NULL,
        available_at = now(),
        updated_at   = now()
- WHERE id = ?1
-RETURNING coalesce(runner_pool, '');
+ WHERE id = ?1 AND leased_by = ?2 AND lease_epoch = ?3
+   AND claim_state IN ('claimed', 'running')
+RETURNING workspace_id, env, attempt, coalesce(runner_pool, '');
 
 -- name: get_run
 SELECT /*run_columns*/ FROM workflow_runs WHERE id = ?1 AND (?2 = '' OR workspace_id = ?2);

@@ -15,6 +15,47 @@ import (
 func (s *suite) testClaim(t *testing.T) {
 	t.Parallel()
 
+	t.Run("Several", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		low := h.enqueue(nil)
+		high := h.enqueue(&state.EnqueueRunParams{Priority: 5})
+		mid := h.enqueue(&state.EnqueueRunParams{Priority: 1})
+		last := h.enqueue(nil)
+		claim := func(limit int) []*starflowtype.Run {
+			t.Helper()
+			runs, err := h.a.ClaimRuns(h.ctx(), &state.ClaimRunParams{RunnerID: runnerA, LeaseTTL: leaseTTL, Limit: limit})
+			if err != nil {
+				t.Fatalf("ClaimRuns(%d): %v", limit, err)
+			}
+			return runs
+		}
+		got := claim(3)
+		ids := func(runs []*starflowtype.Run) []string {
+			var out []string
+			for _, r := range runs {
+				out = append(out, r.ID)
+			}
+			return out
+		}
+		equal(t, "first three in claim order", dump(ids(got)), dump([]string{high.ID, mid.ID, low.ID}))
+		for _, r := range got {
+			equal(t, "claim_state", r.ClaimState, starflowtype.ClaimClaimed)
+			equal(t, "lease_epoch", r.LeaseEpoch, 1)
+			equal(t, "stored as returned", dump(h.getRun(r.ID)), dump(r))
+			wantEventTypes(t, h.events(r.ID), starflowtype.EventRunQueued, starflowtype.EventRunClaimed)
+		}
+		equal(t, "the rest", dump(ids(claim(5))), dump([]string{last.ID}))
+		equal(t, "nothing left", len(claim(5)), 0)
+		// By id: at most the one run.
+		r := h.enqueue(nil)
+		h.enqueue(nil)
+		runs, err := h.a.ClaimRuns(h.ctx(), &state.ClaimRunParams{RunnerID: runnerA, LeaseTTL: leaseTTL, RunID: r.ID, Limit: 5})
+		if err != nil || len(runs) != 1 || runs[0].ID != r.ID {
+			t.Fatalf("ClaimRuns by id = %s, %v; want run %s only", dump(ids(runs)), err, r.ID)
+		}
+	})
+
 	t.Run("SetsLease", func(t *testing.T) {
 		t.Parallel()
 		h := s.stored(t)
