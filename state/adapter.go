@@ -253,6 +253,11 @@ type ClaimRunParams struct {
 	WithDescendants bool
 	// Limit bounds the runs ClaimRuns claims. Default 1.
 	Limit int
+	// Start makes ClaimRuns also start each run it claims, in the same
+	// transaction, as OnRunStart would (the runner's first fenced write,
+	// made under the lease just taken): the runs come back running. A
+	// runner that executes what it claims at once saves a transaction.
+	Start bool
 }
 
 // RunStartParams is the first fenced write of a claim.

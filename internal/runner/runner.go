@@ -292,7 +292,7 @@ func (r *Runner) loop(ctx context.Context) {
 		claimStart := time.Now() // the lease runs from no earlier than this
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LeaseTTL)
 		runs, err := r.store.ClaimRuns(cctx, &state.ClaimRunParams{RunnerID: r.cfg.ID, Pools: r.cfg.Pools, LeaseTTL: r.cfg.LeaseTTL,
-			WorkspaceID: r.cfg.Workspace, RunID: r.cfg.OnlyRun, WithDescendants: true, Limit: free})
+			WorkspaceID: r.cfg.Workspace, RunID: r.cfg.OnlyRun, WithDescendants: true, Limit: free, Start: true})
 		ccancel()
 		for range free - len(runs) {
 			<-slots
@@ -343,29 +343,15 @@ func (r *Runner) execute(ctx context.Context, cancel context.CancelCauseFunc, ru
 		}
 	}()
 
-	started, err := r.store.OnRunStart(ctx, &state.RunStartParams{RunID: run.ID, Lease: lease})
-	if err != nil {
-		if errors.Is(err, starflowtype.ErrLeaseLost) {
-			log.Warn("run start refused: lease lost", "error", err)
-			return
-		}
-		// Stopping, or a store error: hand the claim back rather than leave
-		// it to expire (which would cost the run an attempt).
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseWait)
-		defer rcancel()
-		if rerr := r.store.ClearLease(rctx, &state.ClearLeaseParams{RunID: run.ID, Lease: lease}); rerr != nil {
-			log.Warn("run start failed and the lease could not be released; the sweep will recover the run", "error", err, "release_error", rerr)
-		} else {
-			outcome = engine.OutcomeReleased
-		}
-		return
-	}
+	// The claim started the run (ClaimRunParams.Start): OnRunStart's
+	// write was made with it.
+	started := run
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
 		r.heartbeat(ctx, cancel, run.ID, lease, claimStart, log)
 	}()
-	outcome, err = r.engine.Execute(ctx, started, lease)
+	outcome, err := r.engine.Execute(ctx, started, lease)
 	cancel(nil)
 	<-hbDone
 	if err != nil {

@@ -31,6 +31,11 @@ import (
 // A write's caller learns its outcome only after the commit: a step's side
 // effect is never started, and WaitRun never reports a step, before its
 // own write is durable.
+//
+// On PostgreSQL every statement of a batch runs before any write's hooks,
+// so a hook of a run with two writes in the batch (two lanes of one run)
+// reads the run as the later one left it; the rows it appends carry the
+// versions in write order, so the warm tier ends the same.
 
 // job is one write waiting for the committer.
 type job struct {
@@ -196,15 +201,33 @@ func (c *committer) run(batch []*job) {
 	} else {
 		err = c.s.savepoints(batch)
 	}
-	if err == nil {
-		return
-	}
-	// The batch as a whole failed (nothing of it committed): each write
-	// alone, so that one write's failure is its own.
-	for _, j := range batch {
-		j.run, j.err = c.s.writeAlone(context.WithoutCancel(j.ctx), j.opts, j.op, j.runID, j.readRun, j.body())
+	var whole errWhole
+	switch {
+	case err == nil:
+	case errors.As(err, &whole):
+		// The transaction could not even begin: no write of the batch ran,
+		// and none alone would fare better.
+		for _, j := range batch {
+			j.run, j.err = nil, whole.error
+		}
+	default:
+		// The batch failed because of what one of its writes did (nothing of
+		// it committed): each write alone, so that the failure is its own.
+		// A write whose caller has given up meanwhile is not made.
+		for _, j := range batch {
+			if err := j.ctx.Err(); err != nil {
+				j.run, j.err = nil, err
+				continue
+			}
+			j.run, j.err = c.s.writeAlone(context.WithoutCancel(j.ctx), j.opts, j.op, j.runID, j.readRun, j.body())
+		}
 	}
 }
+
+// errWhole is a batch that failed before any of its writes ran.
+type errWhole struct{ error }
+
+func (e errWhole) Unwrap() error { return e.error }
 
 // GroupCommitStats returns how many batches the group committer ran and
 // how many writes they held (0, 0 when the store has none). The mean batch
@@ -222,7 +245,7 @@ func (j *job) body() func(t *txn) error {
 		return j.fn
 	}
 	return func(t *txn) error {
-		if err := t.s.execStep(j.ctx, t.tx, j.sw); err != nil {
+		if err := t.s.execStep(context.WithoutCancel(j.ctx), t.tx, j.sw); err != nil {
 			return err
 		}
 		return j.fn(t)
@@ -242,10 +265,19 @@ func (s *Store) savepoints(batch []*job) error {
 	}
 	tx, err := s.begin(ctx, opts)
 	if err != nil {
-		return err
+		return errWhole{err}
 	}
+	// The writes' statements run under their callers' contexts, which may
+	// end: a statement interrupted inside the transaction would roll all of
+	// it back (SQLite), so the batch's statements ignore cancellation. A
+	// write whose caller gave up before its turn is not made.
+	tx = detached{tx}
 	done := 0
 	for _, j := range batch {
+		if err := j.ctx.Err(); err != nil {
+			j.run, j.err = nil, err
+			continue
+		}
 		jctx := context.WithoutCancel(j.ctx)
 		if len(batch) > 1 {
 			if err := tx.Savepoint(ctx); err != nil {
@@ -299,10 +331,11 @@ func (s *Store) savepoints(batch []*job) error {
 // a hook refused one of the writes.
 func (s *Store) pipeline(batch []*job) error {
 	ctx := context.Background()
-	tx, err := s.begin(ctx, TxOptions{})
+	tx, err := s.begin(ctx, TxOptions{LockTimeout: s.cfg.BatchLockTimeout})
 	if err != nil {
-		return err
+		return errWhole{err}
 	}
+	tx = detached{tx}
 	ws := make([]*StepWrite, len(batch))
 	for i, j := range batch {
 		ws[i] = j.sw
@@ -335,4 +368,19 @@ func (s *Store) pipeline(batch []*job) error {
 		}
 	}
 	return nil
+}
+
+// detached is a Tx whose statements ignore their contexts' cancellation.
+type detached struct{ Tx }
+
+func (d detached) Exec(ctx context.Context, name string, args ...any) (int64, error) {
+	return d.Tx.Exec(context.WithoutCancel(ctx), name, args...)
+}
+
+func (d detached) QueryRow(ctx context.Context, name string, args ...any) Row {
+	return d.Tx.QueryRow(context.WithoutCancel(ctx), name, args...)
+}
+
+func (d detached) Query(ctx context.Context, name string, args ...any) (Rows, error) {
+	return d.Tx.Query(context.WithoutCancel(ctx), name, args...)
 }

@@ -15,11 +15,12 @@ import (
 // so a test decides when a batch ends; its transactions run no queries
 // but the savepoints, which it records.
 type gateDialect struct {
-	multi  bool // takes several writers (Config.Pipelines applies)
-	gate   chan struct{}
-	mu     sync.Mutex
-	execs  []string
-	begins int
+	multi    bool  // takes several writers (Config.Pipelines applies)
+	beginErr error // what Begin fails with after the first transaction
+	gate     chan struct{}
+	mu       sync.Mutex
+	execs    []string
+	begins   int
 }
 
 func (d *gateDialect) Name() string                                 { return "gate" }
@@ -37,6 +38,9 @@ func (d *gateDialect) Begin(context.Context, TxOptions) (Conn, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.begins++
+	if d.beginErr != nil && d.begins > 1 {
+		return nil, d.beginErr
+	}
 	return gateTx{d}, nil
 }
 
@@ -212,4 +216,72 @@ func TestGroupCommitPipelines(t *testing.T) {
 	if b, w := s.GroupCommitStats(); b != 3 || w != 6 {
 		t.Fatalf("GroupCommitStats = %d batches, %d writes; want 3 and 6 (the 4 queued ones together)", b, w)
 	}
+}
+
+// TestGroupCommitBeginFails: a batch whose transaction cannot begin fails
+// every one of its writes with that error at once; none is tried again
+// alone (a database locked by another process must not cost one timeout
+// per write).
+func TestGroupCommitBeginFails(t *testing.T) {
+	locked := errors.New("database is locked")
+	d := &gateDialect{gate: make(chan struct{}), beginErr: locked}
+	s := New(d, Config{})
+	defer s.Close()
+	defer close(d.gate)
+	write := func() error {
+		_, err := s.write(context.Background(), state.OpNodeComplete, "", false, func(*txn) error { return nil })
+		return err
+	}
+	first := make(chan error, 1)
+	go func() { first <- write() }()
+	waitFor(t, func() bool { b, _ := s.GroupCommitStats(); return b == 1 })
+	const n = 5
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- write() }()
+	}
+	waitFor(t, func() bool {
+		s.commit.mu.Lock()
+		defer s.commit.mu.Unlock()
+		return len(s.commit.queue) == n
+	})
+	d.gate <- struct{}{}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-errs; !errors.Is(err, locked) {
+			t.Fatalf("write of the failed batch: %v, want %v", err, locked)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.begins != 2 {
+		t.Fatalf("%d transactions begun, want 2 (the batch's one failure, no retry per write)", d.begins)
+	}
+}
+
+// TestDetachedIgnoresCancel: the statements of a batch run whatever their
+// callers' contexts do (an interrupted statement rolls a whole SQLite
+// transaction back).
+func TestDetachedIgnoresCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var seen error
+	tx := detached{ctxTx{seen: &seen}}
+	_, _ = tx.Exec(ctx, "q")
+	if seen != nil {
+		t.Fatalf("the statement saw its context ended: %v", seen)
+	}
+}
+
+// ctxTx records the context error its Exec sees.
+type ctxTx struct {
+	Tx
+	seen *error
+}
+
+func (c ctxTx) Exec(ctx context.Context, _ string, _ ...any) (int64, error) {
+	*c.seen = ctx.Err()
+	return 0, nil
 }

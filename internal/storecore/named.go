@@ -91,11 +91,18 @@ func (n *named) Commit(ctx context.Context) error   { return n.d.Translate(n.c.C
 func (n *named) Rollback(ctx context.Context) error { return n.c.Rollback(ctx) }
 func (n *named) Conn() Conn                         { return n.c }
 
-// The savepoint statements are the same in both dialects.
-func (n *named) Savepoint(ctx context.Context) error { return n.raw(ctx, "SAVEPOINT write") }
-func (n *named) Release(ctx context.Context) error   { return n.raw(ctx, "RELEASE SAVEPOINT write") }
+// The savepoint statements the group committer runs, the same in both
+// dialects (a dialect may prepare them).
+const (
+	SavepointSQL  = "SAVEPOINT write"
+	ReleaseSQL    = "RELEASE SAVEPOINT write"
+	RollbackToSQL = "ROLLBACK TO SAVEPOINT write"
+)
+
+func (n *named) Savepoint(ctx context.Context) error { return n.raw(ctx, SavepointSQL) }
+func (n *named) Release(ctx context.Context) error   { return n.raw(ctx, ReleaseSQL) }
 func (n *named) RollbackTo(ctx context.Context) error {
-	if err := n.raw(ctx, "ROLLBACK TO SAVEPOINT write"); err != nil {
+	if err := n.raw(ctx, RollbackToSQL); err != nil {
 		return err
 	}
 	return n.Release(ctx)

@@ -201,11 +201,16 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 		slices.SortStableFunc(out, func(a, b *starflowtype.Run) int {
 			return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.AvailableAt.Compare(b.AvailableAt), a.CreatedAt.Compare(b.CreatedAt))
 		})
-		for _, r := range out {
-			m := runMeta{id: r.ID, workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt}
+		for i, r := range out {
+			m := runMeta{id: r.ID, workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt, status: string(r.Status)}
 			payload := marshal(map[string]any{"runner_id": p.RunnerID, "lease_epoch": r.LeaseEpoch})
 			if err := t.event(ctx, m, r.ID, 0, starflowtype.EventRunClaimed, "", "", payload); err != nil {
 				return err
+			}
+			if p.Start {
+				if out[i], err = t.startRun(ctx, m, r.Lease()); err != nil {
+					return err
+				}
 			}
 		}
 		if len(out) == 1 {
@@ -239,22 +244,29 @@ func (s *Store) OnRunStart(ctx context.Context, p *state.RunStartParams) (*starf
 		if err != nil {
 			return err
 		}
-		r, err := scanRun(t.tx.QueryRow(ctx, "run_start", m.id))
-		if err != nil {
-			return err
-		}
-		t.ch.Run = r
-		payload := marshal(map[string]any{"runner_id": p.Lease.RunnerID, "lease_epoch": p.Lease.Epoch})
-		typ := starflowtype.EventRunStarted
-		if m.status == string(starflowtype.RunPaused) {
-			typ = starflowtype.EventRunResumed // a woken run continues its attempt
-		}
-		return t.event(ctx, m, m.id, 0, typ, "", "", payload)
+		t.ch.Run, err = t.startRun(ctx, m, p.Lease)
+		return err
 	})
 	if err != nil {
 		return nil, s.errorf("run start: %w", err)
 	}
 	return run, nil
+}
+
+// startRun writes the start of fenced (or just claimed) run m: status
+// running and a run_started event, or run_resumed for a run woken from a
+// pause (it continues its attempt).
+func (t *txn) startRun(ctx context.Context, m runMeta, l starflowtype.Lease) (*starflowtype.Run, error) {
+	r, err := scanRun(t.tx.QueryRow(ctx, "run_start", m.id))
+	if err != nil {
+		return nil, err
+	}
+	payload := marshal(map[string]any{"runner_id": l.RunnerID, "lease_epoch": l.Epoch})
+	typ := starflowtype.EventRunStarted
+	if m.status == string(starflowtype.RunPaused) {
+		typ = starflowtype.EventRunResumed
+	}
+	return r, t.event(ctx, m, m.id, 0, typ, "", "", payload)
 }
 
 // RefreshLease implements state.Adapter.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/starflow/starflow/internal/faultpoint"
 	"github.com/starflow/starflow/starflowtype"
@@ -261,6 +262,51 @@ func (s *Store) execStepStatements(ctx context.Context, tx Tx, w *StepWrite) err
 			return fmt.Errorf("blob: %w", err)
 		}
 	}
+	if err := insertEvents(ctx, tx, w, id, ws, env); err != nil {
+		return err
+	}
+	hit("after_event")
+	if c := w.Checkpoint; c != nil {
+		if _, err := tx.Exec(ctx, "insert_checkpoint", id, k.ScopePath, k.StepID, k.Attempt, ws, env,
+			string(c.Context), string(c.Output), nullString(c.ContextBlob), nullString(c.OutputBlob)); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		hit("after_checkpoint")
+	}
+	return nil
+}
+
+// insertEvents appends w's events (a pair in one statement), reading their
+// ids back only when hooks need them.
+func insertEvents(ctx context.Context, tx Tx, w *StepWrite, id, ws, env string) error {
+	k := w.Key
+	if len(w.Events) == 2 {
+		a, b := w.Events[0], w.Events[1]
+		args := []any{id, ws, env, k.Attempt, k.StepID, k.ScopePath, string(a.Type), a.Payload, string(b.Type), b.Payload}
+		if !w.WantRun {
+			if _, err := tx.Exec(ctx, "insert_event_pair", args...); err != nil {
+				return fmt.Errorf("insert %s and %s events: %w", a.Type, b.Type, err)
+			}
+			return nil
+		}
+		rows, err := tx.Query(ctx, "insert_event_pair", args...)
+		if err != nil {
+			return fmt.Errorf("insert %s and %s events: %w", a.Type, b.Type, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var eid int64
+			if err := rows.Scan(&eid, &w.EventsAt); err != nil {
+				return err
+			}
+			w.EventIDs = append(w.EventIDs, eid)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		slices.Sort(w.EventIDs) // RETURNING keeps no order; ids ascend with the rows
+		return nil
+	}
 	for _, e := range w.Events {
 		args := []any{id, ws, env, k.Attempt, string(e.Type), k.StepID, k.ScopePath, e.Payload}
 		if !w.WantRun {
@@ -274,14 +320,6 @@ func (s *Store) execStepStatements(ctx context.Context, tx Tx, w *StepWrite) err
 			return fmt.Errorf("insert %s event: %w", e.Type, err)
 		}
 		w.EventIDs = append(w.EventIDs, eid)
-	}
-	hit("after_event")
-	if c := w.Checkpoint; c != nil {
-		if _, err := tx.Exec(ctx, "insert_checkpoint", id, k.ScopePath, k.StepID, k.Attempt, ws, env,
-			string(c.Context), string(c.Output), nullString(c.ContextBlob), nullString(c.OutputBlob)); err != nil {
-			return fmt.Errorf("checkpoint: %w", err)
-		}
-		hit("after_checkpoint")
 	}
 	return nil
 }

@@ -23,6 +23,8 @@ const (
 	SweepLockTimeoutDefault = 2 * time.Second
 	// MaxBatchDefault is the default Config.MaxBatch.
 	MaxBatchDefault = 256
+	// BatchLockTimeoutDefault is the default Config.BatchLockTimeout.
+	BatchLockTimeoutDefault = 5 * time.Second
 	// PipelinesDefault is the default Config.Pipelines.
 	PipelinesDefault = 1
 )
@@ -45,6 +47,12 @@ type Config struct {
 	// MaxBatch bounds the writes one group commit takes. Default
 	// MaxBatchDefault (256).
 	MaxBatch int
+	// BatchLockTimeout bounds each lock wait of a PostgreSQL batch of
+	// step writes (TxOptions.LockTimeout), so one run whose row another
+	// transaction holds cannot stall every step write of the process: the
+	// batch fails after it and its writes are made one by one. Default
+	// BatchLockTimeoutDefault (5 s), below the lease TTL.
+	BatchLockTimeout time.Duration
 	// Pipelines bounds the group commits in flight at once on a dialect
 	// that takes several writers (PostgreSQL; a single-writer dialect runs
 	// one). Default PipelinesDefault (1: measured, more batches in flight
@@ -65,6 +73,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = MaxBatchDefault
+	}
+	if c.BatchLockTimeout <= 0 {
+		c.BatchLockTimeout = BatchLockTimeoutDefault
 	}
 	if c.Pipelines <= 0 {
 		c.Pipelines = PipelinesDefault

@@ -1,6 +1,11 @@
 // Package pgstore is the PostgreSQL cold-tier adapter (SPEC §4) on pgx v5
 // (pgxpool, natively: no database/sql on the hot path), for runners on many
-// nodes sharing one database.
+// nodes sharing one database. It is the store core (internal/storecore)
+// over the PostgreSQL dialect: this package holds connection handling,
+// queries.sql (the named queries, with the same names and arguments as
+// SQLite's), the one-statement step writes the core batches into one
+// pipeline (stepbatch.go, the sw_* queries), migrations, LISTEN/NOTIFY,
+// leader election and EnqueueTx.
 //
 // It keeps the same tables, columns and meanings as state/sqlitestore, in
 // PostgreSQL types (uuid ids, timestamptz, json, boolean, bigserial event
@@ -20,10 +25,12 @@
 // ids are read back in canonical lower-case form.
 //
 // Concurrency. A claim is one UPDATE whose subquery locks the best queued
-// run with FOR UPDATE SKIP LOCKED, so claimers never wait on one another
+// runs with FOR UPDATE SKIP LOCKED, so claimers never wait on one another
 // and never share a run. Every runner write starts with the conditional
-// fence UPDATE on workflow_runs(id, leased_by, lease_epoch), which also
-// takes the run's row lock for the rest of the transaction. The lease sweep
+// fence on workflow_runs(id, leased_by, lease_epoch), which also takes the
+// run's row lock for the rest of the transaction (a step write's statement
+// locks the row FOR UPDATE under those conditions and writes it only when
+// its step row changed). The lease sweep
 // selects expired runs FOR UPDATE SKIP LOCKED under SET LOCAL lock_timeout,
 // so neither a runner mid-write nor a frozen runner holding a row lock can
 // block it, and several sweepers change disjoint runs. Runner connections
@@ -44,7 +51,6 @@
 // after a poll. Store.EnqueueTx enqueues inside a caller's own pgx.Tx, so a
 // Go program can enqueue atomically with its own writes.
 //
-// Import rule: imports state, starflowtype, internal/{sqlq,faultpoint},
-// pgx, goose and google/uuid; never the engine, the runner or another
-// adapter.
+// Import rule: imports state, starflowtype, internal/{storecore,sqlq},
+// pgx and goose; never the engine, the runner or another adapter.
 package pgstore

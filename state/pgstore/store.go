@@ -83,6 +83,12 @@ type Config struct {
 	// wake-token secrets migration 00008 removes). Default: discard.
 	Logger *slog.Logger
 
+	// Pipelines bounds the group commits of step writes in flight at once
+	// (storecore.Config.Pipelines). Default 1: on a PostgreSQL that is
+	// CPU-bound more only makes each batch smaller; a server whose commits
+	// wait on a slow disk may gain from 2–4.
+	Pipelines int
+
 	// statementsOnly hides the dialect's StepBatcher, so the step writes
 	// run statement by statement as on SQLite (the tests compare both).
 	statementsOnly bool
@@ -117,6 +123,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConns < 0 {
 		return fmt.Errorf("pgstore: MaxConns must not be negative, got %d", c.MaxConns)
+	}
+	if c.Pipelines < 0 {
+		return fmt.Errorf("pgstore: Pipelines must not be negative, got %d", c.Pipelines)
 	}
 	return nil
 }
@@ -195,7 +204,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		sd = struct{ storecore.Dialect }{d}
 	}
 	core := storecore.New(sd, storecore.Config{Name: "pgstore", Hooks: cfg.Hooks, BlobThreshold: cfg.BlobThreshold,
-		SweepLockTimeout: cfg.SweepLockTimeout, Logger: cfg.Logger})
+		SweepLockTimeout: cfg.SweepLockTimeout, Pipelines: cfg.Pipelines, Logger: cfg.Logger})
 	return &Store{Store: core, cfg: cfg, pool: pool, channel: d.channel}, nil
 }
 

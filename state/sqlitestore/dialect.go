@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"sync"
 	"time"
@@ -86,14 +87,15 @@ func (d *dialect) Lock(context.Context, storecore.Conn, string) error { return n
 func (d *dialect) Notify(context.Context, storecore.Conn, []string) error { return nil }
 
 func (d *dialect) Begin(ctx context.Context, _ storecore.TxOptions) (storecore.Conn, error) {
-	if _, err := d.prepared(ctx); err != nil {
+	stmts, err := d.prepared(ctx)
+	if err != nil {
 		return nil, err
 	}
 	t, err := d.write.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &tx{d: d, tx: t}, nil
+	return &tx{stmts: stmts, tx: t}, nil
 }
 
 func (d *dialect) Close() error {
@@ -155,8 +157,12 @@ func (d *dialect) prepared(ctx context.Context) (map[string]*sql.Stmt, error) {
 	if d.stmts != nil {
 		return d.stmts, nil
 	}
-	stmts := make(map[string]*sql.Stmt, len(Queries))
-	for name, text := range Queries {
+	stmts := make(map[string]*sql.Stmt, len(Queries)+3)
+	texts := maps.Clone(Queries)
+	for _, sp := range []string{storecore.SavepointSQL, storecore.ReleaseSQL, storecore.RollbackToSQL} {
+		texts[sp] = sp // the group committer's, once per write of a batch
+	}
+	for name, text := range texts {
 		st, err := d.write.PrepareContext(ctx, text)
 		if err != nil {
 			for _, st := range stmts {
@@ -185,14 +191,15 @@ func (d *dialect) closeStmts() {
 }
 
 // tx is one write transaction on the writer connection: the store's
-// queries run as the statements prepared on it, other text as given.
+// queries run as the statements prepared on it (the set of its Begin:
+// Migrate may prepare a new one meanwhile), other text as given.
 type tx struct {
-	d  *dialect
-	tx *sql.Tx
+	stmts map[string]*sql.Stmt
+	tx    *sql.Tx
 }
 
 func (t *tx) stmt(ctx context.Context, text string) *sql.Stmt {
-	if st, ok := t.d.stmts[text]; ok {
+	if st, ok := t.stmts[text]; ok {
 		return t.tx.StmtContext(ctx, st)
 	}
 	return nil

@@ -2,9 +2,17 @@
 // the pure-Go driver modernc.org/sqlite, so the starflow binary builds
 // without cgo.
 //
-// Settings: WAL journal; one writer connection (every write is a BEGIN
-// IMMEDIATE transaction on it, so writes are serialised in-process and
-// across processes); a pool of reader connections; busy_timeout 10 s;
+// It is the store core (internal/storecore) over the SQLite dialect: this
+// package holds connection handling, queries.sql (the named queries, with
+// the same names and arguments as PostgreSQL's), migrations, file modes
+// and leader election. Path Memory (":memory:") is an in-memory database
+// with one connection for writes and reads (state/nullstore).
+//
+// Settings: WAL journal; one writer connection (every write runs in the
+// core's group committer: a BEGIN IMMEDIATE transaction per batch, each
+// write in a savepoint, so writes are serialised in-process and across
+// processes and a batch costs one fsync); a pool of reader connections,
+// every query prepared once; busy_timeout 10 s;
 // synchronous=FULL by default (a committed step survives power loss, not
 // only a process crash). Migrations are the numbered files in migrations/,
 // embedded and run by goose.
@@ -15,6 +23,6 @@
 // beside it (PATH.wakekeys) holds them, and Migrate moves the secrets of a
 // database older than migration 00008 there.
 //
-// Import rule: imports state, starflowtype and internal/{sqlq,faultpoint,
+// Import rule: imports state, starflowtype and internal/{storecore,sqlq,
 // waketoken}; never the engine.
 package sqlitestore

@@ -225,6 +225,13 @@ INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type,
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
 RETURNING id, created_at;
 
+-- name: insert_event_pair
+-- Two events of one step in one statement (a step's start and success).
+INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id,
+                                 scope_path, payload_json)
+VALUES (?1, ?2, ?3, ?4, ?7, ?5, ?6, ?8), (?1, ?2, ?3, ?4, ?9, ?5, ?6, ?10)
+RETURNING id, created_at;
+
 -- name: insert_blob
 INSERT INTO workflow_blobs (sha256, size_bytes, data) VALUES (?1, ?2, ?3)
 ON CONFLICT (sha256) DO NOTHING;
