@@ -181,22 +181,27 @@ func (t *txn) cancelParked(ctx context.Context, id string) error {
 // the session variables it wrote without keep_until are dropped, its
 // pending waits cancelled, and its end delivered to its parent.
 func (t *txn) endRun(ctx context.Context, runID string) error {
-	var parent, status, errText, ws string
+	var parent, status, errText string
 	var output []byte
-	if err := t.tx.QueryRow(ctx, "run_end_info", runID).Scan(&parent, &status, &output, &errText, &ws); err != nil {
+	var work int
+	if err := t.tx.QueryRow(ctx, "run_end_info", runID).Scan(&parent, &status, &output, &errText, &work); err != nil {
 		return err
 	}
-	return t.ended(ctx, runID, parent, status, output, errText)
+	return t.ended(ctx, runID, parent, status, output, errText, work)
 }
 
 // ended is endRun for a run whose end the caller read (its parent,
-// status, output and error).
-func (t *txn) ended(ctx context.Context, runID, parent, status string, output []byte, errText string) error {
-	if err := t.removedVars(ctx, "session_drop_run", runID); err != nil {
-		return err
+// status, output, error and end_work).
+func (t *txn) ended(ctx context.Context, runID, parent, status string, output []byte, errText string, work int) error {
+	if work&endSessionVars != 0 {
+		if err := t.removedVars(ctx, "session_drop_run", runID); err != nil {
+			return err
+		}
 	}
-	if err := t.cancelWaits(ctx, "cancel_waits", runID); err != nil {
-		return err
+	if work&endWaits != 0 {
+		if err := t.cancelWaits(ctx, "cancel_waits", runID); err != nil {
+			return err
+		}
 	}
 	if parent == "" {
 		return nil

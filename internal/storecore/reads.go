@@ -206,17 +206,18 @@ func isNotFound(err error) bool {
 	return err != nil && errors.Is(err, starflowtype.ErrNotFound)
 }
 
-// scanRun reads the run_columns list of the dialects' queries.
-func scanRun(row Row) (*starflowtype.Run, error) {
+// scanRun reads the run_columns list of the dialects' queries, then the
+// columns a query selects after it into more.
+func scanRun(row Row, more ...any) (*starflowtype.Run, error) {
 	var r starflowtype.Run
 	var status, claim, mode, trigger string
-	err := row.Scan(&r.ID, &r.WorkspaceID, &r.Env, &r.DefinitionID, &r.WorkflowName,
+	err := row.Scan(append([]any{&r.ID, &r.WorkspaceID, &r.Env, &r.DefinitionID, &r.WorkflowName,
 		&r.WorkflowRevision, &r.TemplateID, &status, &claim, &r.RunnerPool,
 		&r.Priority, &r.LeasedBy, &r.LeaseUntil, &r.LeaseEpoch, &r.LastHeartbeat, &r.ClaimAttempts,
 		&r.Attempt, &r.MaxAttempts, &r.AvailableAt, &mode, &trigger, &r.ParentRunID,
 		&r.IdempotencyKey, &r.Input, &r.Output, &r.Checkpoint, &r.Phase,
 		&r.Error, &r.DeadLettered, &r.CancelRequested, &r.CreatedAt, &r.StartedAt, &r.CompletedAt,
-		&r.DurationMS, &r.UpdatedAt, &r.AttemptStartedAt)
+		&r.DurationMS, &r.UpdatedAt, &r.AttemptStartedAt}, more...)...)
 	if err != nil {
 		return nil, err
 	}

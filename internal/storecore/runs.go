@@ -322,7 +322,8 @@ func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (
 		if !ok {
 			return lost(p.RunID, p.Lease)
 		}
-		r, err := scanRun(t.tx.QueryRow(ctx, "run_succeeded", jsonOr(p.Output, "null"), id, p.Lease.RunnerID, p.Lease.Epoch))
+		var work int
+		r, err := scanRun(t.tx.QueryRow(ctx, "run_succeeded", jsonOr(p.Output, "null"), id, p.Lease.RunnerID, p.Lease.Epoch), &work)
 		if isNoRows(err) {
 			return lost(p.RunID, p.Lease)
 		}
@@ -334,7 +335,7 @@ func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (
 		if err := t.event(ctx, m, id, 0, starflowtype.EventRunSucceeded, "", "", nil); err != nil {
 			return err
 		}
-		return t.ended(ctx, id, r.ParentRunID, string(r.Status), jsonOr(r.Output, "null"), r.Error)
+		return t.ended(ctx, id, r.ParentRunID, string(r.Status), jsonOr(r.Output, "null"), r.Error, work)
 	})
 	if err != nil {
 		return nil, s.errorf("run complete: %w", err)

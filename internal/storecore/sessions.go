@@ -28,7 +28,7 @@ func (s *Store) SessionSet(ctx context.Context, p *state.SessionSetParams) (*sta
 	}
 	var out *starflowtype.SessionVar
 	_, err := s.write(ctx, state.OpSessionSet, p.RunID, false, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		m, err := t.fenceMark(ctx, p.RunID, p.Lease, endSessionVars)
 		if err != nil {
 			return err
 		}

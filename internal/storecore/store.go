@@ -274,6 +274,19 @@ func lost(runID string, l starflowtype.Lease) error {
 // returns ErrLeaseLost. It is the first statement of the transaction and
 // takes the run's row lock, so a runner's writes to one run serialise.
 func (t *txn) fence(ctx context.Context, runID string, l starflowtype.Lease) (runMeta, error) {
+	return t.fenceMark(ctx, runID, l, 0)
+}
+
+// What a run's end must clean up (workflow_runs.end_work): the writes
+// that leave such rows mark the run in their fence, and a run that never
+// did skips the statements at its end.
+const (
+	endSessionVars = 1
+	endWaits       = 2
+)
+
+// fenceMark is fence, also marking the run's end_work with mark (0: none).
+func (t *txn) fenceMark(ctx context.Context, runID string, l starflowtype.Lease, mark int) (runMeta, error) {
 	var m runMeta
 	id, ok := CanonicalID(runID)
 	if !ok {
@@ -283,7 +296,11 @@ func (t *txn) fence(ctx context.Context, runID string, l starflowtype.Lease) (ru
 	if t.ch.RunID == runID {
 		t.ch.RunID = id
 	}
-	err := t.tx.QueryRow(ctx, "fence", id, l.RunnerID, l.Epoch).Scan(&m.workspace, &m.env, &m.attempt, &m.cancel, &m.status, &m.parent,
+	query, args := "fence", []any{id, l.RunnerID, l.Epoch}
+	if mark != 0 {
+		query, args = "fence_mark", append(args, mark)
+	}
+	err := t.tx.QueryRow(ctx, query, args...).Scan(&m.workspace, &m.env, &m.attempt, &m.cancel, &m.status, &m.parent,
 		&m.maxAttempts, &m.mode, &m.pool)
 	if errors.Is(err, ErrNoRows) {
 		return m, lost(runID, l)

@@ -74,7 +74,7 @@ func (s *Store) RegisterWait(ctx context.Context, p *state.RegisterWaitParams) (
 	}
 	var out *starflowtype.Wait
 	_, err = s.write(ctx, state.OpRegisterWait, p.RunID, false, func(t *txn) error {
-		m, err := t.fence(ctx, p.RunID, p.Lease)
+		m, err := t.fenceMark(ctx, p.RunID, p.Lease, endWaits)
 		if err != nil {
 			return err
 		}

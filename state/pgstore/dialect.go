@@ -156,19 +156,23 @@ const (
 	codeDeadlock        = "40P01"
 )
 
+// Begin opens a transaction. A lock timeout is set by the transaction's
+// first statement (or queued first in a pipeline), not by a round trip of
+// its own.
 func (d *dialect) Begin(ctx context.Context, opts storecore.TxOptions) (storecore.Conn, error) {
 	t, err := d.pool.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
+	c := &tx{Tx: t}
 	if opts.LockTimeout > 0 {
-		if _, err := t.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", fmt.Sprintf("%dms", opts.LockTimeout.Milliseconds())); err != nil {
-			_ = t.Rollback(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("set lock_timeout: %w", err)
-		}
+		c.lockTimeout = fmt.Sprintf("%dms", opts.LockTimeout.Milliseconds())
 	}
-	return tx{t}, nil
+	return c, nil
 }
+
+// setLockTimeout is the statement that sets a transaction's lock_timeout.
+const setLockTimeout = "SELECT set_config('lock_timeout', $1, true)"
 
 // Notify sends pg_notify on the store's channel for each pool (” = any):
 // delivered when the transaction commits, never when it rolls back.
@@ -226,21 +230,52 @@ func translate(err error) error {
 	return err
 }
 
-// tx is one write transaction.
-type tx struct{ pgx.Tx }
+// tx is one write transaction; lockTimeout, until sent, is the
+// lock_timeout its first statement sets.
+type tx struct {
+	pgx.Tx
+	lockTimeout string
+}
 
-func (t tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+// first sends the pending lock_timeout.
+func (t *tx) first(ctx context.Context) error {
+	if t.lockTimeout == "" {
+		return nil
+	}
+	v := t.lockTimeout
+	t.lockTimeout = ""
+	if _, err := t.Tx.Exec(ctx, setLockTimeout, v); err != nil {
+		return fmt.Errorf("set lock_timeout: %w", err)
+	}
+	return nil
+}
+
+func (t *tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	if err := t.first(ctx); err != nil {
+		return 0, err
+	}
 	tag, err := t.Tx.Exec(ctx, sql, args...)
 	return tag.RowsAffected(), err
 }
 
-func (t tx) QueryRow(ctx context.Context, sql string, args ...any) storecore.Row {
+func (t *tx) QueryRow(ctx context.Context, sql string, args ...any) storecore.Row {
+	if err := t.first(ctx); err != nil {
+		return errRow{err}
+	}
 	return t.Tx.QueryRow(ctx, sql, args...)
 }
 
-func (t tx) Query(ctx context.Context, sql string, args ...any) (storecore.Rows, error) {
+func (t *tx) Query(ctx context.Context, sql string, args ...any) (storecore.Rows, error) {
+	if err := t.first(ctx); err != nil {
+		return nil, err
+	}
 	return t.Tx.Query(ctx, sql, args...)
 }
+
+// errRow is a row whose statement was not sent.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
 
 // pool runs statements on the pool, outside any transaction.
 type pool struct{ *pgxpool.Pool }

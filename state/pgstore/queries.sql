@@ -18,6 +18,15 @@ UPDATE workflow_runs
 RETURNING workspace_id, env, attempt, cancel_requested, status, coalesce(parent_run_id::text, ''),
           max_attempts, recovery_mode, coalesce(runner_pool, '');
 
+-- name: fence_mark
+-- fence, also marking what the run's end must clean up (end_work |= $4).
+UPDATE workflow_runs
+   SET updated_at = now(), end_work = end_work | $4
+ WHERE id = $1 AND leased_by = $2 AND lease_epoch = $3
+   AND claim_state IN ('claimed', 'running')
+RETURNING workspace_id, env, attempt, cancel_requested, status, coalesce(parent_run_id::text, ''),
+          max_attempts, recovery_mode, coalesce(runner_pool, '');
+
 -- name: fence_run
 -- The fence for a write that changes the run only through the fence (the
 -- step writes) in a store with hooks: it returns the whole run row as it
@@ -265,7 +274,7 @@ UPDATE workflow_runs
        updated_at      = now()
  WHERE id = $2 AND leased_by = $3 AND lease_epoch = $4
    AND claim_state IN ('claimed', 'running')
-RETURNING /*run_columns*/;
+RETURNING /*run_columns*/, end_work;
 
 -- name: run_requeue
 -- A retryable failure with attempts left: a new attempt after a backoff.
@@ -663,7 +672,7 @@ SELECT w.workspace_id, coalesce(w.signal, ''), coalesce(w.correlation_key, ''),
 
 -- name: run_end_info
 SELECT coalesce(parent_run_id::text, ''), status, coalesce(output_json::text, 'null'),
-       coalesce(error, ''), workspace_id
+       coalesce(error, ''), end_work
   FROM workflow_runs WHERE id = $1;
 
 -- name: child_end

@@ -37,6 +37,11 @@ var stepEvents = map[storecore.StepOp][]starflowtype.EventType{
 // batch) inside t, so a batch of writes costs one round trip.
 func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storecore.StepWrite) error {
 	b := &pgx.Batch{}
+	c := t.(*tx)
+	if c.lockTimeout != "" {
+		b.Queue(setLockTimeout, c.lockTimeout) // in the pipeline: no round trip of its own
+		c.lockTimeout = ""
+	}
 	for _, w := range ws {
 		id, ok := storecore.CanonicalID(w.Key.RunID)
 		if !ok {
@@ -55,7 +60,7 @@ func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storec
 	if b.Len() == 0 {
 		return nil
 	}
-	if err := t.(tx).SendBatch(ctx, b).Close(); err != nil {
+	if err := c.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("step writes: %w", translate(err))
 	}
 	return nil

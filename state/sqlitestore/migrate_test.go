@@ -102,3 +102,34 @@ func TestMigrationAttemptStartedAtBackfill(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrationEndWork: migration 00012 marks every run that has not ended
+// as possibly holding session variables and waits (its end cleans both up,
+// as before the column existed); ended runs need nothing.
+func TestMigrationEndWork(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := sqlitestore.Open(sqlitestore.Config{Path: filepath.Join(t.TempDir(), "old.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := sqlitestore.MigrateUpTo(ctx, s, 11); err != nil {
+		t.Fatal(err)
+	}
+	const running, done = "00000000-0000-4000-8000-0000000000a1", "00000000-0000-4000-8000-0000000000a2"
+	if _, err := s.DB().ExecContext(ctx, `INSERT INTO workflow_runs (id, workflow_name, workflow_revision, status, claim_state, available_at)
+		VALUES (?, 'wf', 'r', 'running', 'running', '2026-01-01T00:00:00.000Z'), (?, 'wf', 'r', 'succeeded', 'complete', '2026-01-01T00:00:00.000Z')`,
+		running, done); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]int{running: 3, done: 0} {
+		var got int
+		if err := s.DB().QueryRowContext(ctx, `SELECT end_work FROM workflow_runs WHERE id = ?`, id).Scan(&got); err != nil || got != want {
+			t.Errorf("run %s: end_work %d (%v) after the migration, want %d", id, got, err, want)
+		}
+	}
+}

@@ -16,6 +16,15 @@ UPDATE workflow_runs
 RETURNING workspace_id, env, attempt, cancel_requested, status, coalesce(parent_run_id, ''),
           max_attempts, recovery_mode, coalesce(runner_pool, '');
 
+-- name: fence_mark
+-- fence, also marking what the run's end must clean up (end_work |= ?4).
+UPDATE workflow_runs
+   SET updated_at = now(), end_work = end_work | ?4
+ WHERE id = ?1 AND leased_by = ?2 AND lease_epoch = ?3
+   AND claim_state IN ('claimed', 'running')
+RETURNING workspace_id, env, attempt, cancel_requested, status, coalesce(parent_run_id, ''),
+          max_attempts, recovery_mode, coalesce(runner_pool, '');
+
 -- name: fence_run
 -- The fence of a write whose hooks need the run: the whole row as the
 -- write leaves it (the step writes change the run only through the fence).
@@ -268,7 +277,7 @@ UPDATE workflow_runs
        updated_at      = now()
  WHERE id = ?2 AND leased_by = ?3 AND lease_epoch = ?4
    AND claim_state IN ('claimed', 'running')
-RETURNING /*run_columns*/;
+RETURNING /*run_columns*/, end_work;
 
 -- name: run_requeue
 -- A retryable failure with attempts left: a new attempt after a backoff.
@@ -633,7 +642,7 @@ SELECT w.workspace_id, coalesce(w.signal, ''), coalesce(w.correlation_key, ''),
  ORDER BY w.consumed_at, w.rowid;
 
 -- name: run_end_info
-SELECT coalesce(parent_run_id, ''), status, coalesce(output_json, 'null'), coalesce(error, ''), workspace_id
+SELECT coalesce(parent_run_id, ''), status, coalesce(output_json, 'null'), coalesce(error, ''), end_work
   FROM workflow_runs WHERE id = ?1;
 
 -- name: child_end
