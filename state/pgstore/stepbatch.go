@@ -11,25 +11,19 @@ import (
 	"github.com/starflow/starflow/starflowtype"
 )
 
-// stepQuery names the one-statement form of each step write.
-var stepQuery = map[storecore.StepOp]string{
-	storecore.StepStart:        "sw_start",
-	storecore.StepStartSucceed: "sw_start_succeed",
-	storecore.StepRetry:        "sw_retry",
-	storecore.StepSucceed:      "sw_succeed",
-	storecore.StepFail:         "sw_fail",
-	storecore.StepSkip:         "sw_skip",
-}
-
-// stepEvents are the events each one-statement step write appends, in
-// order (the statements name them; the core's StepWrite must agree).
-var stepEvents = map[storecore.StepOp][]starflowtype.EventType{
-	storecore.StepStart:        {starflowtype.EventNodeStart},
-	storecore.StepStartSucceed: {starflowtype.EventNodeStart, starflowtype.EventNodeComplete},
-	storecore.StepRetry:        {starflowtype.EventNodeRetry},
-	storecore.StepSucceed:      {starflowtype.EventNodeComplete},
-	storecore.StepFail:         {starflowtype.EventNodeError},
-	storecore.StepSkip:         {starflowtype.EventNodeSkipped},
+// stepStatements are the one-statement form of each step write and the
+// events it appends, in order (the statement names them; the core's
+// StepWrite must agree).
+var stepStatements = map[storecore.StepOp]struct {
+	query  string
+	events []starflowtype.EventType
+}{
+	storecore.StepStart:        {"sw_start", []starflowtype.EventType{starflowtype.EventNodeStart}},
+	storecore.StepStartSucceed: {"sw_start_succeed", []starflowtype.EventType{starflowtype.EventNodeStart, starflowtype.EventNodeComplete}},
+	storecore.StepRetry:        {"sw_retry", []starflowtype.EventType{starflowtype.EventNodeRetry}},
+	storecore.StepSucceed:      {"sw_succeed", []starflowtype.EventType{starflowtype.EventNodeComplete}},
+	storecore.StepFail:         {"sw_fail", []starflowtype.EventType{starflowtype.EventNodeError}},
+	storecore.StepSkip:         {"sw_skip", []starflowtype.EventType{starflowtype.EventNodeSkipped}},
 }
 
 // StepWrites implements storecore.StepBatcher: every write is one sw_*
@@ -51,7 +45,7 @@ func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storec
 		if err != nil {
 			return err
 		}
-		name := stepQuery[w.Op]
+		name := stepStatements[w.Op].query
 		if w.WantRun {
 			name += "_run"
 		}
@@ -68,7 +62,7 @@ func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storec
 
 // stepArgs are the arguments of w's sw_* statement (queries.sql).
 func stepArgs(id string, w *storecore.StepWrite) ([]any, error) {
-	want := stepEvents[w.Op]
+	want := stepStatements[w.Op].events
 	if len(w.Events) != len(want) {
 		return nil, fmt.Errorf("step write %s: %d events, its statement appends %v", w.Key.StepID, len(w.Events), want)
 	}
@@ -185,38 +179,26 @@ func stepFields(s *starflowtype.Step) []any {
 // what was read into them (NULL leaves the zero value; times as UTC).
 func nullable(dest []any) ([]any, func()) {
 	out := make([]any, len(dest))
-	var fixes []func()
+	fixes := make([]func(), 0, len(dest))
 	for i, d := range dest {
+		var fix func()
 		switch p := d.(type) {
 		case *string:
-			var h *string
-			out[i] = &h
-			fixes = append(fixes, func() { *p = deref(h) })
+			out[i], fix = hold(p, nil)
 		case *int:
-			var h *int
-			out[i] = &h
-			fixes = append(fixes, func() { *p = deref(h) })
+			out[i], fix = hold(p, nil)
 		case *int64:
-			var h *int64
-			out[i] = &h
-			fixes = append(fixes, func() { *p = deref(h) })
+			out[i], fix = hold(p, nil)
 		case *bool:
-			var h *bool
-			out[i] = &h
-			fixes = append(fixes, func() { *p = deref(h) })
+			out[i], fix = hold(p, nil)
 		case *time.Time:
-			var h *time.Time
-			out[i] = &h
-			fixes = append(fixes, func() {
-				if h != nil {
-					*p = h.UTC()
-				}
-			})
+			out[i], fix = hold(p, time.Time.UTC)
 		case *[]byte:
-			out[i] = p // NULL is nil
+			out[i], fix = p, func() {} // NULL is nil
 		default:
 			panic(fmt.Sprintf("pgstore: nullable: unsupported destination %T", d))
 		}
+		fixes = append(fixes, fix)
 	}
 	return out, func() {
 		for _, f := range fixes {
@@ -225,12 +207,19 @@ func nullable(dest []any) ([]any, func()) {
 	}
 }
 
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
+// hold is a nullable holder of p and the function that copies a non-NULL
+// value into p (through conv, when given).
+func hold[T any](p *T, conv func(T) T) (any, func()) {
+	h := new(*T)
+	return h, func() {
+		if *h != nil {
+			v := **h
+			if conv != nil {
+				v = conv(v)
+			}
+			*p = v
+		}
 	}
-	return *p
 }
 
 func nullText(s string) any {
