@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The pgbench floor of Starflow's per-step writes (docs/benchmarks.md):
-# step.sql (the two transactions the engine writes per step today) and
-# step1tx.sql (the one-transaction floor of issue 11) at 1, 16 and 64
+# step.sql (the two transactions the engine wrote per step before issue
+# 11) and step1tx.sql (the one-transaction floor of today's write path) at 1, 16 and 64
 # clients, each client writing its own leased run (seed.sql). The
 # side-by-side harness (bench/cmd/sidebyside) runs the same files.
 # Usage: bench/pgbench/run.sh [DURATION_S] [CLIENTS...]

@@ -1,11 +1,13 @@
--- The PostgreSQL floor of Starflow's per-step writes: one durable step
--- written by hand, the same two transactions the engine commits per step
--- today (state/pgstore: OnNodeStart, OnNodeComplete, queries.sql) — open
--- the step (fence, ledger upsert, node_start event) and complete it (fence,
--- ledger update, node_complete event, checkpoint) — on the same tables,
--- indexes and RETURNING lists. Each pgbench client owns one leased run
--- (see seed.sql); step ids are random 63-bit numbers, so they do not
--- collide. Keep it in step with the engine's writes.
+-- The PostgreSQL floor of Starflow's per-step writes before issue 11: one
+-- durable step written by hand as the engine committed it then, in two
+-- transactions (OnNodeStart, then OnNodeComplete) — open the step (fence,
+-- ledger upsert, node_start event) and complete it (fence, ledger update,
+-- node_complete event, checkpoint) — on the same tables, indexes and
+-- RETURNING lists. Kept as the baseline the one-transaction write path is
+-- measured against; today's engine writes a side-effect-free step in one
+-- fenced statement (state/pgstore/stepbatch.go, sw_* in queries.sql), whose
+-- floor is step1tx.sql. Each pgbench client owns one leased run (see
+-- seed.sql); step ids are random 63-bit numbers, so they do not collide.
 \set step random(1, 9000000000000000000)
 BEGIN;
 UPDATE workflow_runs SET updated_at = now()

@@ -1,9 +1,10 @@
--- The one-transaction floor (issue 11): a side-effect-free step written
--- the way issue 11 plans — start and completion in one fenced transaction,
--- 1 update + 3 inserts (fence, ledger row already succeeded, node_complete
--- event, checkpoint). Not what the engine writes today (step.sql is);
--- the target the redesigned write path is measured against. Same seed and
--- clients as step.sql.
+-- The one-transaction floor (issue 11): a side-effect-free step with its
+-- start and completion in one fenced transaction, 1 update + 3 inserts
+-- (fence, ledger row already succeeded, node_complete event, checkpoint),
+-- as plain statements. The engine writes the same rows (and a node_start
+-- event beside node_complete) in one CTE statement per step
+-- (state/pgstore/stepbatch.go), so this is the data-model floor it is
+-- measured against. Same seed and clients as step.sql.
 \set step random(1, 9000000000000000000)
 BEGIN;
 UPDATE workflow_runs SET updated_at = now()

@@ -310,18 +310,7 @@ func (s *Store) savepoints(batch []*job) error {
 		_ = tx.Rollback(ctx)
 		return nil
 	}
-	for _, j := range batch {
-		if j.err == nil {
-			faultpoint.Hit(s.d.Name() + "." + string(j.op) + ".before_commit")
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		for _, j := range batch {
-			if j.err == nil {
-				j.run, j.err = nil, fmt.Errorf("commit: %w", err)
-			}
-		}
-	}
+	s.commitBatch(ctx, tx, batch)
 	return nil
 }
 
@@ -355,6 +344,13 @@ func (s *Store) pipeline(batch []*job) error {
 			return j.err
 		}
 	}
+	s.commitBatch(ctx, tx, batch)
+	return nil
+}
+
+// commitBatch commits a batch's transaction: every write that succeeded
+// so far fails with the commit's error if the commit fails.
+func (s *Store) commitBatch(ctx context.Context, tx Tx, batch []*job) {
 	for _, j := range batch {
 		if j.err == nil {
 			faultpoint.Hit(s.d.Name() + "." + string(j.op) + ".before_commit")
@@ -367,7 +363,6 @@ func (s *Store) pipeline(batch []*job) error {
 			}
 		}
 	}
-	return nil
 }
 
 // detached is a Tx whose statements ignore their contexts' cancellation.

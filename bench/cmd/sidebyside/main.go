@@ -45,7 +45,7 @@ type system struct {
 
 var (
 	sysStarflow = &system{Name: "starflow",
-		Step:  "a `context_set` step: fenced `OnNodeStart` + `OnNodeComplete` transactions (ledger row, 2 events, checkpoint)",
+		Step:  "a `context_set` step: one fenced write (`OnNodeComplete` with `WithStart`: ledger row, `node_start` and `node_complete` events, checkpoint), group-committed with the other runs' writes of the moment",
 		Drive: "`Enqueue` from c producers; engine `Concurrency` c; `WaitRun`",
 		Run:   sfbench.Run}
 	sysDBOS = &system{Name: "dbos",

@@ -18,8 +18,8 @@ import (
 
 // FloorScripts are the pgbench scripts of bench/pgbench, in report order.
 var FloorScripts = []struct{ File, What string }{
-	{"step.sql", "today's writes: 2 transactions per step (bench/pgbench/step.sql)"},
-	{"step1tx.sql", "one transaction per step, 1 update + 3 inserts (bench/pgbench/step1tx.sql)"},
+	{"step.sql", "the writes before issue 11: 2 transactions per step (bench/pgbench/step.sql)"},
+	{"step1tx.sql", "the floor of today's write path: one transaction per step, 1 update + 3 inserts (bench/pgbench/step1tx.sql)"},
 }
 
 // FloorResult is one pgbench run: steps/s of a script at a client count.
