@@ -33,66 +33,20 @@ func TestCrashInsideStepCompletion(t *testing.T) {
 				"  - id: a\n    context_set: {x: 1}\n"+
 				"  - id: b\n    context_set: {y: 2}\n"+
 				"  - id: c\n    context_set: {z: 3}\n")
-			point := "sqlite.OnNodeComplete." + p
-			cmd := exec.Command(binary, "run", "wf.yaml", "--db", "crash.db")
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "STARFLOW_FAULTPOINT="+point+"#2")
-			stderr, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			reached := make(chan bool, 1)
-			go func() {
-				sc := bufio.NewScanner(stderr)
-				for sc.Scan() {
-					if strings.Contains(sc.Text(), "faultpoint "+point+" reached") {
-						reached <- true
-						return
-					}
-				}
-				reached <- false
-			}()
-			select {
-			case ok := <-reached:
-				if !ok {
-					cmd.Process.Kill()
-					cmd.Wait()
-					t.Fatal("process ended without reaching the fault point")
-				}
-			case <-time.After(60 * time.Second):
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatal("fault point not reached within 60 s")
-			}
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			cmd.Wait()
+			killAtFaultpoint(t, dir, "sqlite.OnNodeComplete."+p, 2)
 			checkConsistent(t, filepath.Join(dir, "crash.db"))
 		})
 	}
 }
 
-// TestCrashInsideBatch kills a real `starflow run` process with SIGKILL
-// inside a group commit: a for_each runs its items eight at a time, so
-// their step writes are committed together, and the process is stopped
-// after a write of a batch of several (sqlite.batch.after_write), before
-// the batch commits. Every step instance in the file is then whole or
-// absent: a succeeded row has its checkpoint and its node_start and
-// node_complete events; nothing else of it exists.
-func TestCrashInsideBatch(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	writeFile(t, dir, "wf.yaml", "name: batchy\nsteps:\n"+
-		"  - id: items\n    for_each:\n      items: \"${{ lists.range(400) }}\"\n      concurrency: 8\n"+
-		"      steps:\n        - id: one\n          context_set: {x: \"${{ item }}\"}\n")
-	const point = "sqlite.batch.after_write"
+// killAtFaultpoint runs `starflow run wf.yaml --db crash.db` in dir with
+// the fault point armed for its hit-th pass and kills the process with
+// SIGKILL once it reports the point reached (where it then waits).
+func killAtFaultpoint(t *testing.T, dir, point string, hit int) {
+	t.Helper()
 	cmd := exec.Command(binary, "run", "wf.yaml", "--db", "crash.db")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "STARFLOW_FAULTPOINT="+point+"#20")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("STARFLOW_FAULTPOINT=%s#%d", point, hit))
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -115,17 +69,33 @@ func TestCrashInsideBatch(t *testing.T) {
 	case ok := <-reached:
 		if !ok {
 			cmd.Wait()
-			t.Fatal("process ended without reaching the fault point (no batch of several writes)")
+			t.Fatalf("process ended without reaching fault point %s (pass %d)", point, hit)
 		}
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatal("fault point not reached within 60 s")
+		t.Fatalf("fault point %s not reached within 60 s", point)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait()
+}
+
+// TestCrashInsideBatch kills a real `starflow run` process with SIGKILL
+// inside a group commit: a for_each runs its items eight at a time, so
+// their step writes are committed together, and the process is stopped
+// after a write of a batch of several (sqlite.batch.after_write), before
+// the batch commits. Every step instance in the file is then whole or
+// absent: a succeeded row has its checkpoint and its node_start and
+// node_complete events; nothing else of it exists.
+func TestCrashInsideBatch(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "wf.yaml", "name: batchy\nsteps:\n"+
+		"  - id: items\n    for_each:\n      items: \"${{ lists.range(400) }}\"\n      concurrency: 8\n"+
+		"      steps:\n        - id: one\n          context_set: {x: \"${{ item }}\"}\n")
+	killAtFaultpoint(t, dir, "sqlite.batch.after_write", 20)
 
 	ctx := context.Background()
 	s, err := sqlitestore.Open(sqlitestore.Config{Path: filepath.Join(dir, "crash.db")})
