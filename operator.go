@@ -39,9 +39,9 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts *ResumeOptions) 
 		mode = starflowtype.RecoveryResume
 	}
 	if mode != starflowtype.RecoveryResume && mode != starflowtype.RecoveryReplay {
-		return nil, fmt.Errorf("resume mode %q: must be resume or replay", mode)
+		return nil, starflowtype.Invalid(fmt.Errorf("resume mode %q: must be resume or replay", mode))
 	}
-	run, err := e.store.GetRun(ctx, &state.GetRunParams{WorkspaceID: e.cfg.Workspace, ID: runID})
+	run, err := e.store.GetRun(ctx, &state.GetRunParams{WorkspaceID: e.workspace(ctx), ID: runID})
 	if err != nil {
 		return nil, err
 	}
@@ -52,11 +52,11 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts *ResumeOptions) 
 	if mode == starflowtype.RecoveryResume && len(cps) == 0 {
 		return nil, fmt.Errorf("run %s has no checkpoint to resume from (resume it with --mode replay): %w", run.ID, starflowtype.ErrNoCheckpoint)
 	}
-	p := &state.RequeueRunParams{WorkspaceID: e.cfg.Workspace, RunID: run.ID, Reason: "resume", RecoveryMode: mode}
+	p := &state.RequeueRunParams{WorkspaceID: e.workspace(ctx), RunID: run.ID, Reason: "resume", RecoveryMode: mode}
 	switch opts.Revision {
 	case "", RevisionPinned:
 	case RevisionCurrent:
-		row, err := e.store.GetDefinition(ctx, &state.GetDefinitionParams{WorkspaceID: e.cfg.Workspace, Name: run.WorkflowName})
+		row, err := e.store.GetDefinition(ctx, &state.GetDefinitionParams{WorkspaceID: e.workspace(ctx), Name: run.WorkflowName})
 		if err != nil {
 			return nil, fmt.Errorf("workflow %q: %w", run.WorkflowName, err)
 		}
@@ -67,7 +67,7 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts *ResumeOptions) 
 			p.DefinitionID, p.WorkflowRevision = row.ID, row.Revision
 		}
 	default:
-		return nil, fmt.Errorf("resume revision %q: must be pinned or current", opts.Revision)
+		return nil, starflowtype.Invalid(fmt.Errorf("resume revision %q: must be pinned or current", opts.Revision))
 	}
 	r, err := e.store.RequeueRun(ctx, p)
 	if err != nil {
@@ -108,7 +108,7 @@ func (e *Engine) compatible(ctx context.Context, run *starflowtype.Run, cps []*s
 // new attempt from the first step, in replay mode. Errors: ErrConflict
 // (queued, running or paused), ErrNotFound.
 func (e *Engine) Retrigger(ctx context.Context, runID string) (*starflowtype.Run, error) {
-	r, err := e.store.RequeueRun(ctx, &state.RequeueRunParams{WorkspaceID: e.cfg.Workspace, RunID: runID,
+	r, err := e.store.RequeueRun(ctx, &state.RequeueRunParams{WorkspaceID: e.workspace(ctx), RunID: runID,
 		Reason: "retrigger", RecoveryMode: starflowtype.RecoveryReplay})
 	if err != nil {
 		return nil, err
@@ -122,7 +122,7 @@ func (e *Engine) Retrigger(ctx context.Context, runID string) (*starflowtype.Run
 // flight finishes) and is then marked cancelled. Errors: ErrConflict (the
 // run already ended), ErrNotFound.
 func (e *Engine) Cancel(ctx context.Context, runID string) (*starflowtype.Run, error) {
-	return e.store.CancelRun(ctx, &state.CancelRunParams{WorkspaceID: e.cfg.Workspace, RunID: runID})
+	return e.store.CancelRun(ctx, &state.CancelRunParams{WorkspaceID: e.workspace(ctx), RunID: runID})
 }
 
 func shortRev(r string) string {

@@ -45,7 +45,7 @@ func (e *Engine) Plan(ctx context.Context, filename string, src []byte) (*Plan, 
 		return nil, err
 	}
 	p := &Plan{Workflow: def.Name, NewRevision: def.Revision(), Movable: []PlanRun{}, Blocked: []PlanRun{}}
-	cur, err := e.store.GetDefinition(ctx, &state.GetDefinitionParams{WorkspaceID: e.cfg.Workspace, Name: def.Name})
+	cur, err := e.store.GetDefinition(ctx, &state.GetDefinitionParams{WorkspaceID: e.workspace(ctx), Name: def.Name})
 	switch {
 	case errors.Is(err, starflowtype.ErrNotFound):
 		p.Changed = true
@@ -55,7 +55,7 @@ func (e *Engine) Plan(ctx context.Context, filename string, src []byte) (*Plan, 
 	}
 	p.CurrentRevision = cur.Revision
 	p.Changed = cur.Revision != p.NewRevision
-	runs, err := e.store.ListRuns(ctx, &state.ListRunsParams{WorkspaceID: e.cfg.Workspace, WorkflowName: def.Name, Limit: planLimit,
+	runs, err := e.store.ListRuns(ctx, &state.ListRunsParams{WorkspaceID: e.workspace(ctx), WorkflowName: def.Name, Limit: planLimit,
 		Status: []starflowtype.RunStatus{starflowtype.RunRunning, starflowtype.RunPaused, starflowtype.RunInterrupted}})
 	if err != nil {
 		return nil, err

@@ -36,6 +36,10 @@ type Config struct {
 
 	// RunnerID is the identity written to leased_by. Default host:pid:random.
 	RunnerID string
+	// AllWorkspaces makes the in-process runner claim runs of every
+	// workspace, not only Config.Workspace's (a server's runner, whose
+	// API enqueues into the workspaces of its callers' keys).
+	AllWorkspaces bool
 	// Pools are the runner pools the in-process runner serves.
 	Pools []string
 	// OnlyRun limits the in-process runner to one run (by id) and the
@@ -166,6 +170,11 @@ type EnqueueOptions struct {
 	MaxAttempts int
 	// Trigger records what started the run. Default api.
 	Trigger starflowtype.TriggerType
+	// RequestHash identifies the request an IdempotencyKey answers (the
+	// HTTP API hashes the workflow, input and options): a repeat of the
+	// key with another hash is refused with ErrConflict
+	// (state.EnqueueRunParams.RequestHash). Default "": not compared.
+	RequestHash string
 }
 
 // Engine embeds Starflow in a Go program.
@@ -259,7 +268,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.engine = eng
 	e.runner, err = runner.New(store, eng, runner.Config{
-		ID: cfg.RunnerID, Pools: cfg.Pools, Workspace: cfg.Workspace, OnlyRun: cfg.OnlyRun, LeaseTTL: cfg.LeaseTTL,
+		ID: cfg.RunnerID, Pools: cfg.Pools, Workspace: claimWorkspace(cfg), OnlyRun: cfg.OnlyRun, LeaseTTL: cfg.LeaseTTL,
 		Heartbeat: cfg.Heartbeat, PollInterval: cfg.PollInterval, Concurrency: cfg.Concurrency,
 		Logger: cfg.Logger, OnFinish: func(_ string, o engine.Outcome) { tier.finished(o); e.broadcast() },
 	})
@@ -388,7 +397,7 @@ func (e *Engine) Apply(ctx context.Context, filename string, src []byte) (*starf
 		return nil, err
 	}
 	return e.store.PutDefinition(ctx, &state.PutDefinitionParams{
-		WorkspaceID: e.cfg.Workspace, Name: def.Name, Revision: def.Revision(), Spec: def.Canonical(), Source: string(src),
+		WorkspaceID: e.workspace(ctx), Name: def.Name, Revision: def.Revision(), Spec: def.Canonical(), Source: string(src),
 	})
 }
 
@@ -420,7 +429,7 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 	if opts == nil {
 		opts = &EnqueueOptions{}
 	}
-	row, err := e.store.GetDefinition(ctx, &state.GetDefinitionParams{WorkspaceID: e.cfg.Workspace, Name: name, Revision: opts.Revision})
+	row, err := e.store.GetDefinition(ctx, &state.GetDefinitionParams{WorkspaceID: e.workspace(ctx), Name: name, Revision: opts.Revision})
 	if err != nil {
 		return nil, fmt.Errorf("workflow %q: %w", name, err)
 	}
@@ -430,30 +439,30 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 	}
 	raw, err := encodeInput(input)
 	if err != nil {
-		return nil, err
+		return nil, starflowtype.Invalid(err)
 	}
 	if err := e.engine.Limits().CheckInput(len(raw)); err != nil {
 		return nil, err
 	}
 	decoded, err := jsonvalue.Decode(raw)
 	if errors.Is(err, jsonvalue.ErrNonFinite) {
-		return nil, fmt.Errorf("input: %w", err)
+		return nil, starflowtype.Invalid(fmt.Errorf("input: %w", err))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("input is not JSON: %w", err)
+		return nil, starflowtype.Invalid(fmt.Errorf("input is not JSON: %w", err))
 	}
 	if _, ok := decoded.(map[string]any); !ok {
-		return nil, fmt.Errorf("input must be a JSON object, not %s", jsonKind(decoded))
+		return nil, starflowtype.Invalid(fmt.Errorf("input must be a JSON object, not %s", jsonKind(decoded)))
 	}
 	if err := def.ValidateInput(decoded); err != nil {
-		return nil, err
+		return nil, starflowtype.Invalid(err)
 	}
 	mode := opts.RecoveryMode
 	if mode == "" {
 		mode = starflowtype.RecoveryMode(def.RecoveryMode)
 	}
 	if mode != "" && !mode.Valid() {
-		return nil, fmt.Errorf("recovery mode %q: must be replay, resume or manual", mode)
+		return nil, starflowtype.Invalid(fmt.Errorf("recovery mode %q: must be replay, resume or manual", mode))
 	}
 	pool := opts.Pool
 	if pool == "" {
@@ -463,11 +472,12 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 	if maxAttempts == 0 {
 		maxAttempts = def.MaxAttempts
 	}
+	sc := e.ScopeOf(ctx)
 	return &state.EnqueueRunParams{
-		ID: opts.ID, WorkspaceID: e.cfg.Workspace, Env: e.cfg.Env, DefinitionID: row.ID, WorkflowName: row.Name,
+		ID: opts.ID, WorkspaceID: sc.Workspace, Env: sc.Env, DefinitionID: row.ID, WorkflowName: row.Name,
 		WorkflowRevision: row.Revision, RunnerPool: pool, Priority: opts.Priority, MaxAttempts: maxAttempts,
 		Delay: opts.Delay, RecoveryMode: mode, TriggerType: opts.Trigger, IdempotencyKey: opts.IdempotencyKey,
-		Input: raw,
+		RequestHash: opts.RequestHash, Input: raw,
 	}, nil
 }
 
@@ -628,4 +638,12 @@ func jsonKind(v any) string {
 	default:
 		return "a number"
 	}
+}
+
+// claimWorkspace is the workspace the runner claims from ("" = any).
+func claimWorkspace(cfg Config) string {
+	if cfg.AllWorkspaces {
+		return ""
+	}
+	return cfg.Workspace
 }

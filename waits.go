@@ -106,7 +106,7 @@ func (e *Engine) signal(ctx context.Context, p *state.SignalParams, payload json
 	if p.Payload, err = wakePayload(payload); err != nil {
 		return nil, err
 	}
-	p.WorkspaceID = e.cfg.Workspace
+	p.WorkspaceID = e.workspace(ctx)
 	res, err := e.store.Signal(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("signal %s: %w", p.Signal, err)

@@ -85,3 +85,29 @@ func (e *Engine) LiveRunners(ctx context.Context) ([]*warm.Presence, error) {
 
 // Warm returns the engine's warm store (nil without one).
 func (e *Engine) Warm() warm.Store { return e.warm }
+
+// LiveRuns reads every run entry the warm tier holds (each run the
+// mirror drained and has not deleted), in no particular order: the live
+// runs list. It costs one warm read per entry. Errors: ErrNoWarm, or the
+// warm store's error.
+func (e *Engine) LiveRuns(ctx context.Context) ([]*warm.RunEntry, error) {
+	if e.warm == nil {
+		return nil, ErrNoWarm
+	}
+	ids, err := e.warm.ListRunIDs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("live runs: %w", err)
+	}
+	out := make([]*warm.RunEntry, 0, len(ids))
+	for _, id := range ids {
+		r, err := e.warm.GetRun(ctx, id)
+		if errors.Is(err, warm.ErrNotFound) {
+			continue // deleted since it was listed
+		}
+		if err != nil {
+			return nil, fmt.Errorf("live run %s: %w", id, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

@@ -24,3 +24,24 @@ var (
 	// ErrRevisionMismatch: a resume onto another revision is not possible.
 	ErrRevisionMismatch = errors.New("revision_mismatch")
 )
+
+// ErrInvalid: the caller's request is wrong (an input that is not an
+// object or breaks the input_schema, an unknown recovery mode, a
+// malformed duration): nothing was written. Errors wrapping it say what
+// is wrong; the HTTP API answers them 400 (422 for a definition).
+var ErrInvalid = errors.New("invalid request")
+
+// Invalid marks err as the caller's mistake: errors.Is(Invalid(err),
+// ErrInvalid) holds, and its text stays err's. Invalid(nil) is nil.
+func Invalid(err error) error {
+	if err == nil {
+		return nil
+	}
+	return invalidError{err}
+}
+
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string        { return e.err.Error() }
+func (e invalidError) Unwrap() error        { return e.err }
+func (e invalidError) Is(target error) bool { return target == ErrInvalid }

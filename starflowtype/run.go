@@ -121,7 +121,49 @@ type Definition struct {
 	WorkspaceID string          `json:"workspace_id"`
 	Name        string          `json:"name"`
 	Revision    string          `json:"revision"`
-	Spec        json.RawMessage `json:"spec"`
-	Source      string          `json:"source"`
+	Spec        json.RawMessage `json:"spec,omitempty"`
+	Source      string          `json:"source,omitempty"`
 	CreatedAt   time.Time       `json:"created_at"`
+}
+
+// Role is what an API key may do (SPEC §9): viewer reads; operator also
+// enqueues, cancels, retriggers, signals, redrives and writes session
+// variables; admin also resumes, applies definitions and manages keys.
+type Role string
+
+// Roles, weakest first.
+const (
+	RoleViewer   Role = "viewer"
+	RoleOperator Role = "operator"
+	RoleAdmin    Role = "admin"
+)
+
+// Valid reports whether r is one of the three roles.
+func (r Role) Valid() bool { return r.rank() > 0 }
+
+// Allows reports whether a key of role r may do what needs role need.
+func (r Role) Allows(need Role) bool { return r.rank() > 0 && r.rank() >= need.rank() }
+
+func (r Role) rank() int {
+	switch r {
+	case RoleViewer:
+		return 1
+	case RoleOperator:
+		return 2
+	case RoleAdmin:
+		return 3
+	}
+	return 0
+}
+
+// APIKey is an api_keys row (SPEC appendix A) without its hash: the key
+// text itself is shown once, when it is created, and never stored.
+type APIKey struct {
+	ID          string    `json:"id"`
+	WorkspaceID string    `json:"workspace_id"`
+	Env         string    `json:"env,omitempty"` // "" = every env
+	Role        Role      `json:"role"`
+	Name        string    `json:"name"`
+	CreatedAt   time.Time `json:"created_at"`
+	RevokedAt   time.Time `json:"revoked_at,omitzero"`
 }

@@ -155,7 +155,8 @@ type Adapter interface {
 
 	// GetRun reads one run. ErrNotFound when absent.
 	GetRun(ctx context.Context, p *GetRunParams) (*starflowtype.Run, error)
-	// ListRuns lists runs, newest first.
+	// ListRuns lists runs, newest first: ordered by (created_at, id)
+	// descending, so ListRunsParams.After pages through them.
 	ListRuns(ctx context.Context, p *ListRunsParams) ([]*starflowtype.Run, error)
 	// ListSteps lists a run's step rows in start order.
 	ListSteps(ctx context.Context, p *ListStepsParams) ([]*starflowtype.Step, error)
@@ -166,6 +167,9 @@ type Adapter interface {
 
 	// Waiter: durable waits, wakes, session variables, wake keys.
 	Waiter
+	// Operator: API keys, definition listings, id prefixes, operator
+	// session variables.
+	Operator
 }
 
 // Capabilities are the optional abilities of an adapter.
@@ -218,7 +222,12 @@ type EnqueueRunParams struct {
 	// IdempotencyTTL is how long the receipt holds. Default
 	// IdempotencyTTLDefault.
 	IdempotencyTTL time.Duration
-	Input          json.RawMessage
+	// RequestHash identifies the request an IdempotencyKey answers (e.g.
+	// the sha256 hex of the workflow and input), stored with the receipt:
+	// a repeat whose RequestHash differs from the receipt's (both set)
+	// writes nothing and returns ErrConflict.
+	RequestHash string
+	Input       json.RawMessage
 }
 
 // IdempotencyTTLDefault is how long an idempotency receipt holds.
@@ -395,9 +404,23 @@ type GetRunParams struct {
 // ListRunsParams filters a run listing. Zero values mean "any".
 type ListRunsParams struct {
 	WorkspaceID  string
+	Env          string
 	WorkflowName string
 	Status       []starflowtype.RunStatus
-	Limit        int // default 50
+	// ParentRunID: only the child runs of this run.
+	ParentRunID string
+	// StaleBefore: only running runs whose last heartbeat (their start
+	// when none was sent yet) is before this instant.
+	StaleBefore time.Time
+	// CreatedAfter / CreatedBefore: only runs created at or after / before
+	// these instants.
+	CreatedAfter, CreatedBefore time.Time
+	// DeadLettered: only dead-lettered runs.
+	DeadLettered bool
+	// After: only runs after this position of the listing's order
+	// (created_at, id descending): the next page.
+	After *RunCursor
+	Limit int // default 50
 }
 
 // ListStepsParams lists a run's steps; Attempt 0 means every attempt.

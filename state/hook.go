@@ -60,6 +60,9 @@ const (
 	OpSessionSet               Op = "SessionSet"
 	OpDeleteExpiredSessionVars Op = "DeleteExpiredSessionVars"
 	OpAddWakeKey               Op = "AddWakeKey"
+	OpSessionDelete            Op = "SessionDelete"
+	OpCreateAPIKey             Op = "CreateAPIKey"
+	OpRevokeAPIKey             Op = "RevokeAPIKey"
 )
 
 // EndedAttempt names an attempt whose open step rows (running, waiting) a
@@ -88,8 +91,9 @@ type Change struct {
 	Steps  []*starflowtype.Step
 	Events []*starflowtype.Event
 	// SessionVars are the session variables the write upserted (SessionSet)
-	// or removed (a run's end drops its own; DeleteExpiredSessionVars);
-	// a removed one has a nil Value.
+	// or removed (a run's end drops its own; DeleteExpiredSessionVars;
+	// SessionDelete); a removed one has a nil Value. An operator's write
+	// (SessionSet without a run, SessionDelete) has no RunID.
 	SessionVars []*starflowtype.SessionVar
 	// Waits are the workflow_waits rows the write inserted or changed.
 	Waits []*starflowtype.Wait

@@ -319,8 +319,11 @@ type SessionSetParams struct {
 	SessionID   string
 	Key         string
 	Value       json.RawMessage
-	RunID       string // origin run (whose lease fences the write)
-	Lease       starflowtype.Lease
+	// RunID is the origin run, whose lease fences the write. "" is an
+	// operator's write (the HTTP API): no fence, origin_run_id NULL, and
+	// with KeepUntil and KeepFor zero the variable is kept until deleted.
+	RunID string
+	Lease starflowtype.Lease
 	// KeepUntil keeps the variable until this instant. Zero (and KeepFor
 	// zero): dropped when the run ends.
 	KeepUntil time.Time

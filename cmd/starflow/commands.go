@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -22,38 +23,49 @@ import (
 
 func isNotFound(err error) bool { return errors.Is(err, starflowtype.ErrNotFound) }
 
-func newValidateCmd() *cobra.Command {
+func newValidateCmd(g *globalFlags) *cobra.Command {
 	var lf limitFlags
 	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Validate definitions; errors name file:line:column",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Validate definitions without storing them; each problem names file:line:column.
+Needs no store. With --server (or ` + envServer + `) the server validates them (POST
+/admin/validate, any role), with its step types and limits; only the source size cap
+(--max-source-bytes) applies here, when the file is read.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			limits, err := lf.resolve()
 			if err != nil {
 				return err
 			}
-			bad := 0
-			for _, path := range args {
-				def, err := workflow.ParseFile(path, workflow.ParseOptions{Limits: limits})
-				if err == nil {
-					err = starflow.Supported(path, def)
+			return withBackend(cmd, g, backendOptions{limits: limits}, func(ctx context.Context, b backend) error {
+				bad := 0
+				for _, path := range args {
+					src, err := workflow.ReadSource(path, limits)
+					var def *workflow.Definition
+					if err == nil {
+						def, err = b.validate(ctx, path, src)
+					}
+					var ee *exitError
+					if errors.As(err, &ee) {
+						return err // the server cannot be asked
+					}
+					if err != nil {
+						bad++
+						fmt.Fprintln(os.Stderr, termText(err.Error()))
+						continue
+					}
+					fmt.Printf("%s: ok (%s, %d steps, revision %s)\n", termSafe(path), termSafe(def.Name), len(def.Steps), def.Revision()[:12])
 				}
-				if err != nil {
-					bad++
-					fmt.Fprintln(os.Stderr, termText(err.Error()))
-					continue
+				if bad > 0 {
+					return &exitError{code: 1, msg: fmt.Sprintf("%d of %d definitions are invalid", bad, len(args))}
 				}
-				fmt.Printf("%s: ok (%s, %d steps, revision %s)\n", termSafe(path), termSafe(def.Name), len(def.Steps), def.Revision()[:12])
-			}
-			if bad > 0 {
-				return &exitError{code: 1, msg: fmt.Sprintf("%d of %d definitions are invalid", bad, len(args))}
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	lf.register(cmd, limitsDefinition)
-	return cmd
+	return remoteCommand(cmd)
 }
 
 func newSchemaCmd() *cobra.Command {
@@ -73,38 +85,33 @@ func newApplyCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply FILE...",
 		Short: "Validate definitions and store them by revision",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Validate definitions and store each as the current revision of its workflow (a
+revision already stored is stored once). A SQLite store that does not exist yet is created.
+With --server (or ` + envServer + `) the server validates and stores them (an admin key).`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
 			limits, err := lf.resolve()
 			if err != nil {
 				return err
 			}
-			store, err := g.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), Limits: limits})
-			if err != nil {
-				return err
-			}
-			for _, path := range args {
-				src, err := readSource(path, limits)
-				if err != nil {
-					return err
+			return withBackend(cmd, g, backendOptions{create: true, limits: limits}, func(ctx context.Context, b backend) error {
+				for _, path := range args {
+					src, err := readSource(path, limits)
+					if err != nil {
+						return err
+					}
+					d, err := b.apply(ctx, path, src)
+					if err != nil {
+						return validationExit(err)
+					}
+					fmt.Printf("%s: applied %s revision %s\n", termSafe(path), termSafe(d.Name), d.Revision)
 				}
-				d, err := eng.Apply(ctx, path, src)
-				if err != nil {
-					return validationExit(err)
-				}
-				fmt.Printf("%s: applied %s revision %s\n", termSafe(path), termSafe(d.Name), d.Revision)
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	lf.register(cmd, limitsDefinition)
-	return cmd
+	return remoteCommand(cmd)
 }
 
 func newMigrateCmd(g *globalFlags) *cobra.Command {
@@ -222,6 +229,8 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 		cfg.Warm, cfg.WarmOptions = ws, f.warm.opts
 	}
 	cfg.Logger = g.logger(os.Stderr)
+	// Runs of every workspace: the API enqueues into its keys' workspaces.
+	cfg.AllWorkspaces = true
 	cfg.Pools, cfg.AllowEnv = f.pools, f.allowEnv
 	cfg.LeaseTTL, cfg.Heartbeat, cfg.PollInterval, cfg.Concurrency = f.leaseTTL, f.heartbeat, f.poll, f.concurrency
 	cfg.SweepInterval = f.sweepEvery
@@ -229,10 +238,15 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	cfg.Maintenance, cfg.LeaderTTL = f.maintenance, f.leaderTTL
 	cfg.WakeKeys, cfg.WakeKeyFile = keys, keyFile
 	cfg.Limits = limits
+	if err := f.warm.checkExposure(ctx, store, cfg.Logger); err != nil {
+		return err
+	}
 	srv, err := f.warm.bind()
 	if err != nil {
 		return err
 	}
+	srv.leaseTTL = f.leaseTTL
+	srv.insecure = f.warm.api != nil && f.warm.api.insecure && !httpserver.IsLoopback(f.warm.addr)
 	cfg.WakeURL = f.warm.resolveWakeURL(srv)
 	var id atomic.Value // the runner id, once the engine exists
 	cfg.OnMaintenanceLeader = func(leading bool) {
@@ -292,7 +306,7 @@ func newServerCmd(g *globalFlags) *cobra.Command {
 	f := &processFlags{}
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Serve the HTTP listener (/healthz, /metrics, live views, POST /wake/{token}) and take part in the maintenance leader election (lease sweep, timer poller, notify retries, session GC, the warm tier's hash sweep); runs no runs; until stopped",
+		Short: "Serve the HTTP API (/api/…, /docs; API keys: starflow keys), /healthz, /metrics, live views and POST /wake/{token}, and take part in the maintenance leader election (lease sweep, timer poller, notify retries, session GC, the warm tier's hash sweep); runs no runs; until stopped",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.grace = 5 * time.Second
@@ -301,6 +315,7 @@ func newServerCmd(g *globalFlags) *cobra.Command {
 	}
 	f.register(cmd, false, true)
 	f.warm.register(cmd, warmNone, httpserver.AddrDefault, false, true)
+	f.warm.registerAPI(cmd)
 	return cmd
 }
 
@@ -316,6 +331,7 @@ func newDevCmd(g *globalFlags) *cobra.Command {
 	}
 	f.register(cmd, true, true)
 	f.warm.register(cmd, "memory", httpserver.AddrDefault, true, true)
+	f.warm.registerAPI(cmd)
 	return cmd
 }
 
@@ -328,10 +344,12 @@ func newEnqueueCmd(g *globalFlags) *cobra.Command {
 		Use:   "enqueue NAME",
 		Short: "Enqueue a run of an applied workflow and print its id",
 		Long: `Enqueue a run of the newest applied revision of workflow NAME. With --idempotency-key,
-a repeat (or a concurrent duplicate) creates no second run and prints the first run's id.`,
+a repeat (or a concurrent duplicate) creates no second run and prints the first run's id.
+A SQLite store that does not exist yet is created. With --server (or ` + envServer + `) the
+server enqueues it in the API key's workspace (an operator key); there a repeat of the key
+with another input or other options is refused, 409.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
 			if err := checkEnum("recovery-mode", mode, recoveryModeValues, true); err != nil {
 				return err
 			}
@@ -343,27 +361,20 @@ a repeat (or a concurrent duplicate) creates no second run and prints the first 
 			if err != nil {
 				return err
 			}
-			store, err := g.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), Limits: limits})
-			if err != nil {
-				return err
-			}
-			run, err := eng.Enqueue(ctx, args[0], in, &starflow.EnqueueOptions{
-				IdempotencyKey: key, RecoveryMode: starflowtype.RecoveryMode(mode), Pool: pool,
-				Delay: delay, Priority: priority, Trigger: starflowtype.TriggerCLI,
-			})
-			if err != nil {
-				if isNotFound(err) {
-					return fmt.Errorf("no workflow named %q has been applied to this store (starflow apply FILE)", args[0])
+			return withBackend(cmd, g, backendOptions{create: true, limits: limits}, func(ctx context.Context, b backend) error {
+				run, err := b.enqueue(ctx, args[0], in, &starflow.EnqueueOptions{
+					IdempotencyKey: key, RecoveryMode: starflowtype.RecoveryMode(mode), Pool: pool,
+					Delay: delay, Priority: priority,
+				})
+				if err != nil {
+					if isNotFound(err) {
+						return fmt.Errorf("no workflow named %q has been applied %s (starflow apply FILE)", args[0], b.where())
+					}
+					return err
 				}
-				return err
-			}
-			fmt.Println(run.ID)
-			return nil
+				fmt.Println(run.ID)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&input, "input", "", "run input: a JSON object, or @FILE")
@@ -373,5 +384,5 @@ a repeat (or a concurrent duplicate) creates no second run and prints the first 
 	cmd.Flags().DurationVar(&delay, "delay", 0, "make the run available only after this long")
 	cmd.Flags().IntVar(&priority, "priority", 0, "higher is claimed first")
 	lf.register(cmd, limitsInput)
-	return cmd
+	return remoteCommand(cmd)
 }

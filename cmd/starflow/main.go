@@ -50,3 +50,7 @@ type exitError struct {
 }
 
 func (e *exitError) Error() string { return e.msg }
+
+// version is the build's version, set with -ldflags "-X main.version=…";
+// the OpenAPI document carries it.
+var version = "dev"

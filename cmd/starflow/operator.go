@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 
@@ -12,31 +11,26 @@ import (
 
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/starflowtype"
-	"github.com/starflow/starflow/state"
 )
 
 // operatorCmds are `runs resume|retrigger|cancel`.
 func operatorCmds(g *globalFlags) []*cobra.Command {
-	withEngine := func(cmd *cobra.Command, fn func(eng *starflow.Engine) (*starflowtype.Run, error)) error {
-		ctx := cmd.Context()
-		store, err := g.openExistingStore(ctx)
-		if err != nil {
-			return err
-		}
-		defer store.Close()
-		eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), NoRunner: true})
-		if err != nil {
-			return err
-		}
-		r, err := fn(eng)
-		if err != nil {
-			if perr := pausedRefusal(cmd, g, store, cmd.Name(), err); perr != nil {
-				return perr
+	act := func(cmd *cobra.Command, fn func(ctx context.Context, b backend, runID string) (*starflowtype.Run, error)) error {
+		return withBackend(cmd, g, backendOptions{}, func(ctx context.Context, b backend) error {
+			run, err := resolveRun(ctx, b, cmd.Flags().Arg(0))
+			if err != nil {
+				return err
 			}
-			return operatorError(err)
-		}
-		fmt.Printf("run %s %s (attempt %d)\n", r.ID, describe(r), r.Attempt)
-		return nil
+			r, err := fn(ctx, b, run.ID)
+			if err != nil {
+				if perr := pausedRefusal(ctx, b, cmd.Name(), run.ID, err); perr != nil {
+					return perr
+				}
+				return operatorError(err, b)
+			}
+			fmt.Printf("run %s %s (attempt %d)\n", r.ID, describe(r), r.Attempt)
+			return nil
+		})
 	}
 	var mode, revision string
 	resume := &cobra.Command{
@@ -54,8 +48,8 @@ only when every step it completed exists there with the same kind. A worker exec
 			if err := checkEnum("revision", revision, revisionValues, false); err != nil {
 				return err
 			}
-			return withEngine(cmd, func(eng *starflow.Engine) (*starflowtype.Run, error) {
-				return eng.Resume(cmd.Context(), args[0], &starflow.ResumeOptions{Mode: starflowtype.RecoveryMode(mode), Revision: revision})
+			return act(cmd, func(ctx context.Context, b backend, id string) (*starflowtype.Run, error) {
+				return b.resume(ctx, id, &starflow.ResumeOptions{Mode: starflowtype.RecoveryMode(mode), Revision: revision})
 			})
 		},
 	}
@@ -66,8 +60,8 @@ only when every step it completed exists there with the same kind. A worker exec
 		Short: "Queue a new attempt of a run that is not executing, replayed from the first step",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withEngine(cmd, func(eng *starflow.Engine) (*starflowtype.Run, error) {
-				return eng.Retrigger(cmd.Context(), args[0])
+			return act(cmd, func(ctx context.Context, b backend, id string) (*starflowtype.Run, error) {
+				return b.retrigger(ctx, id)
 			})
 		},
 	}
@@ -76,34 +70,34 @@ only when every step it completed exists there with the same kind. A worker exec
 		Short: "Cancel a run (a running run stops at its next step boundary)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withEngine(cmd, func(eng *starflow.Engine) (*starflowtype.Run, error) {
-				return eng.Cancel(cmd.Context(), args[0])
+			return act(cmd, func(ctx context.Context, b backend, id string) (*starflowtype.Run, error) {
+				return b.cancel(ctx, id)
 			})
 		},
 	}
-	return []*cobra.Command{resume, retrigger, cancel}
+	return []*cobra.Command{remoteCommand(resume), remoteCommand(retrigger), remoteCommand(cancel)}
 }
 
 // pausedRefusal is the answer of `runs resume|retrigger` to a run that
 // is paused at a durable wait (the store refuses to re-queue it, nothing
 // changed): where it waits and how to wake or cancel it, exit 1. nil when
 // the refused action had another cause, or for cancel.
-func pausedRefusal(cmd *cobra.Command, g *globalFlags, store state.Adapter, action string, err error) error {
+func pausedRefusal(ctx context.Context, b backend, action, runID string, err error) error {
 	if action == "cancel" || errors.Is(err, starflowtype.ErrNotFound) {
 		return nil
 	}
-	ctx := context.WithoutCancel(cmd.Context())
-	r, gerr := store.GetRun(ctx, &state.GetRunParams{ID: cmd.Flags().Arg(0)})
+	ctx = context.WithoutCancel(ctx)
+	r, gerr := b.run(ctx, runID)
 	if gerr != nil || r.Status != starflowtype.RunPaused {
 		return nil
 	}
-	waits, _ := pendingWaits(ctx, store, r.ID)
+	waits, _ := b.waits(ctx, r.ID, 0, true)
 	how := "wake it with starflow signal or starflow wake"
 	if len(waits) > 0 {
-		how = wakeHow(r.ID, waits[0], g.storeArg())
+		how = wakeHow(r.ID, waits[0], b.arg())
 	}
 	return &exitError{code: 1, msg: fmt.Sprintf("run %s is %s, so it cannot be %s (only a stopped run can); %s, or cancel it: starflow runs cancel %s%s",
-		r.ID, pausedAt(waits), map[string]string{"resume": "resumed", "retrigger": "retriggered"}[action], how, r.ID, g.storeArg())}
+		r.ID, pausedAt(waits), map[string]string{"resume": "resumed", "retrigger": "retriggered"}[action], how, r.ID, b.arg())}
 }
 
 func describe(r *starflowtype.Run) string {
@@ -114,10 +108,10 @@ func describe(r *starflowtype.Run) string {
 }
 
 // operatorError words the sentinel errors of operator actions for people.
-func operatorError(err error) error {
+func operatorError(err error, b backend) error {
 	switch {
 	case errors.Is(err, starflowtype.ErrNotFound):
-		return fmt.Errorf("no such run in this store (%s)", plainError(err, starflowtype.ErrNotFound))
+		return fmt.Errorf("no such run %s (%s)", b.where(), plainError(err, starflowtype.ErrNotFound))
 	case errors.Is(err, starflowtype.ErrNoCheckpoint):
 		return &exitError{code: 1, msg: "no_checkpoint: " + plainError(err, starflowtype.ErrNoCheckpoint)}
 	case errors.Is(err, starflowtype.ErrRevisionMismatch):

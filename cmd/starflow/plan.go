@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -26,24 +27,18 @@ func newPlanCmd(g *globalFlags) *cobra.Command {
 		Long: `Compare the definition in FILE with the stored revisions of its workflow and list the
 in-flight runs (running, paused, interrupted) that could be resumed onto it — every step they
 completed exists in FILE with the same kind — and those that could not, with the reason.
-Nothing is written.`,
+Nothing is written. With --server (or ` + envServer + `) the server plans it (any role).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
 			src, err := os.ReadFile(args[0])
 			if err != nil {
 				return fmt.Errorf("cannot read %s: %w", args[0], unwrapPathError(err))
 			}
-			store, err := g.openStore(ctx)
-			if err != nil {
+			var p *starflow.Plan
+			err = withBackend(cmd, g, backendOptions{create: true}, func(ctx context.Context, b backend) error {
+				p, err = b.plan(ctx, args[0], src)
 				return err
-			}
-			defer store.Close()
-			eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), NoRunner: true})
-			if err != nil {
-				return err
-			}
-			p, err := eng.Plan(ctx, args[0], src)
+			})
 			if err != nil {
 				return validationExit(err)
 			}
@@ -71,5 +66,5 @@ Nothing is written.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return cmd
+	return remoteCommand(cmd)
 }

@@ -20,6 +20,11 @@ import (
 const (
 	envStore = "STARFLOW_STORE"
 	envDB    = "STARFLOW_DB"
+	// envServer names a Starflow server (its HTTP API) that the commands
+	// reading or steering runs act on instead of a store (--server).
+	envServer = "STARFLOW_SERVER"
+	// envAPIKey is the API key (sf_…) sent to --server (--api-key).
+	envAPIKey = "STARFLOW_API_KEY"
 )
 
 // defaultDB is the SQLite file used when neither --store nor --db is given.
@@ -29,6 +34,10 @@ type globalFlags struct {
 	store   string
 	db      string
 	verbose bool
+	// server is --server (a Starflow server's URL) and apiKey --api-key;
+	// remote() resolves them with STARFLOW_SERVER and STARFLOW_API_KEY.
+	server string
+	apiKey string
 	// leaseTTL is the runner's lease TTL when the command runs a runner;
 	// PostgreSQL connections then end transactions idle for longer than
 	// two thirds of it (SPEC §5: below the TTL).
@@ -50,9 +59,16 @@ func (g *globalFlags) hooks() []state.TxHook {
 func newRootCmd() *cobra.Command {
 	g := &globalFlags{}
 	root := &cobra.Command{
-		Use:           "starflow",
-		Short:         "Starflow: durable workflows that survive crashes",
-		Long:          "Starflow runs declarative workflows (YAML/JSON graphs of steps) durably:\nevery step commits a checkpoint to the store, so a run survives the crash of the process executing it.",
+		Use:   "starflow",
+		Short: "Starflow: durable workflows that survive crashes",
+		Long: "Starflow runs declarative workflows (YAML/JSON graphs of steps) durably:\nevery step commits a checkpoint to the store, so a run survives the crash of the process executing it.\n\n" +
+			"The commands that read or steer runs, definitions and API keys (enqueue, apply, validate, plan,\n" +
+			"runs, signal, wake, keys) work on the store named by --db or --store, or through the HTTP API\n" +
+			"of a starflow server or dev named by --server URL or " + envServer + ", sending the API key in\n" +
+			envAPIKey + "; they print the same and exit with the same status either way. Exit status: 0 done;\n" +
+			"1 an error (through a server also: a key missing, unknown, revoked or lacking the role, a server\n" +
+			"out of reach); 2 a command line refused before anything was read or written (and a signal or\n" +
+			"wake payload that is not JSON); wake also exits 3 and 4 (starflow wake --help).",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Before any command runs: one store named, numeric flags in range.
@@ -61,15 +77,17 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.store, "store", "", "store URL: postgres://USER@HOST:PORT/DB[?schema=NAME] or sqlite://PATH (env "+envStore+")")
 	root.PersistentFlags().StringVar(&g.db, "db", "", "SQLite database file, shorthand for --store sqlite://PATH (env "+envDB+", default "+defaultDB+")")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log engine activity to stderr")
+	root.PersistentFlags().StringVar(&g.server, "server", "", "act through the HTTP API of the Starflow server at this URL (http://HOST:PORT) instead of a store; the commands that read or steer runs, definitions and keys accept it (env "+envServer+")")
+	root.PersistentFlags().StringVar(&g.apiKey, "api-key", "", "the API key (sf_…) sent to --server; prefer the environment variable "+envAPIKey+", which no process listing shows")
 	// A flag that does not parse (unknown, or a value of the wrong type) is
 	// a usage error: exit 2, before anything is read or written.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError("%s (see %s --help)", err, c.CommandPath())
 	})
 	root.AddCommand(
-		newRunCmd(g), newValidateCmd(), newSchemaCmd(), newRunsCmd(g), newApplyCmd(g),
+		newRunCmd(g), newValidateCmd(g), newSchemaCmd(), newRunsCmd(g), newApplyCmd(g),
 		newMigrateCmd(g), newWorkerCmd(g), newServerCmd(g), newDevCmd(g), newEnqueueCmd(g), newPlanCmd(g),
-		newSignalCmd(g), newWakeCmd(g), newGCCmd(g),
+		newSignalCmd(g), newWakeCmd(g), newGCCmd(g), newKeysCmd(g),
 	)
 	return root
 }

@@ -21,6 +21,12 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "Inspect and steer runs: list, show, ledger, events, waits, resume, retrigger, cancel",
+		Long: `Inspect and steer runs. ID is a run's id or a unique prefix of it, at least 8 hex digits
+(an ambiguous prefix is refused, naming two runs it starts). Every subcommand but live
+works on the store (--db, --store) or, with --server URL or ` + envServer + `, through that server's
+HTTP API with the API key in ` + envAPIKey + ` (viewer reads; operator cancels and retriggers;
+admin resumes), printing the same and exiting with the same status. A server sees only
+the runs of its key's workspace (and env): another's run is "no run with id".`,
 	}
 	var asJSON bool
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
@@ -33,7 +39,6 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 		Short: "List runs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
 			var sts []starflowtype.RunStatus
 			for _, s := range status {
 				s = strings.TrimSpace(s)
@@ -42,12 +47,11 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 				}
 				sts = append(sts, starflowtype.RunStatus(s))
 			}
-			store, err := g.openExistingStore(ctx)
-			if err != nil {
+			var runs []*starflowtype.Run
+			err := withBackend(cmd, g, backendOptions{}, func(ctx context.Context, b backend) (err error) {
+				runs, err = b.listRuns(ctx, &state.ListRunsParams{WorkflowName: workflowName, Status: sts, Limit: limit})
 				return err
-			}
-			defer store.Close()
-			runs, err := store.ListRuns(ctx, &state.ListRunsParams{WorkflowName: workflowName, Status: sts, Limit: limit})
+			})
 			if err != nil {
 				return err
 			}
@@ -70,7 +74,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 		Short: "Show one run",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withRun(cmd, g, args[0], func(ctx context.Context, store state.Adapter, r *starflowtype.Run) error {
+			return withRun(cmd, g, args[0], func(ctx context.Context, b backend, r *starflowtype.Run) error {
 				if asJSON {
 					return printJSON(r)
 				}
@@ -89,7 +93,7 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 				}
 				if r.Status == starflowtype.RunPaused {
 					// What it waits for, after claim_state.
-					waits, err := pendingWaits(ctx, store, r.ID)
+					waits, err := b.waits(ctx, r.ID, 0, true)
 					if err != nil {
 						return err
 					}
@@ -116,12 +120,12 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 		Short: "Show a run's step ledger (workflow_steps) and checkpoint count",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withRun(cmd, g, args[0], func(ctx context.Context, store state.Adapter, r *starflowtype.Run) error {
-				steps, err := store.ListSteps(ctx, &state.ListStepsParams{RunID: r.ID, Attempt: attempt})
+			return withRun(cmd, g, args[0], func(ctx context.Context, b backend, r *starflowtype.Run) error {
+				steps, err := b.steps(ctx, r.ID, attempt)
 				if err != nil {
 					return err
 				}
-				cps, err := store.ListCheckpoints(ctx, &state.ListCheckpointsParams{RunID: r.ID, Attempt: attempt})
+				cps, err := b.checkpoints(ctx, r.ID, attempt)
 				if err != nil {
 					return err
 				}
@@ -157,8 +161,8 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 		Short: "Show a run's events (workflow_run_events) in order",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withRun(cmd, g, args[0], func(ctx context.Context, store state.Adapter, r *starflowtype.Run) error {
-				evs, err := store.ListEvents(ctx, &state.ListEventsParams{RunID: r.ID, AfterID: after})
+			return withRun(cmd, g, args[0], func(ctx context.Context, b backend, r *starflowtype.Run) error {
+				evs, err := b.events(ctx, r.ID, after)
 				if err != nil {
 					return err
 				}
@@ -175,36 +179,24 @@ func newRunsCmd(g *globalFlags) *cobra.Command {
 	}
 	events.Flags().Int64Var(&after, "after", 0, "only events with an id greater than this")
 
-	cmd.AddCommand(list, show, ledger, events, newRunsLiveCmd(&asJSON), newRunsWaitsCmd(g, &asJSON))
+	for _, c := range []*cobra.Command{list, show, ledger, events} {
+		cmd.AddCommand(remoteCommand(c))
+	}
+	cmd.AddCommand(newRunsLiveCmd(&asJSON), newRunsWaitsCmd(g, &asJSON))
 	cmd.AddCommand(operatorCmds(g)...)
 	return cmd
 }
 
-// withRun opens the store (which must exist), reads run id and calls fn.
-func withRun(cmd *cobra.Command, g *globalFlags, id string, fn func(ctx context.Context, store state.Adapter, r *starflowtype.Run) error) error {
-	ctx := cmd.Context()
-	store, err := g.openExistingStore(ctx)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	r, err := getRun(cmd, store, id)
-	if err != nil {
-		return err
-	}
-	return fn(ctx, store, r)
-}
-
-// getRun reads a run, turning "not found" into a clear sentence.
-func getRun(cmd *cobra.Command, store state.Adapter, id string) (*starflowtype.Run, error) {
-	r, err := store.GetRun(cmd.Context(), &state.GetRunParams{ID: id})
-	if err != nil {
-		if isNotFound(err) {
-			return nil, fmt.Errorf("no run with id %q in this store", id)
+// withRun opens cmd's backend (a store must exist), reads the run id (or
+// a unique prefix of it) names and calls fn.
+func withRun(cmd *cobra.Command, g *globalFlags, id string, fn func(ctx context.Context, b backend, r *starflowtype.Run) error) error {
+	return withBackend(cmd, g, backendOptions{}, func(ctx context.Context, b backend) error {
+		r, err := resolveRun(ctx, b, id)
+		if err != nil {
+			return err
 		}
-		return nil, err
-	}
-	return r, nil
+		return fn(ctx, b, r)
+	})
 }
 
 func printJSON(v any) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,14 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/workflow"
 )
 
-// readPayload validates a --payload value: JSON, or @FILE holding JSON,
 // readPayload validates a --payload value: JSON, or @FILE holding JSON,
 // within the payload cap of l, whose numbers are all finite (1e400 is
 // refused, exit 2, before the store is opened). Empty means none (the
@@ -68,7 +67,10 @@ The oldest pending wait for NAME (of that run, or with that key) is woken and it
 re-queued, in one transaction. When no such wait exists yet — the run has not reached its
 wait step — the signal is kept in the durable wake inbox and consumed when the wait
 registers; it is never lost. A NAME that no wait step of the run's definition listens
-for (a typo?) is held too, with a warning on stderr naming the signals it does wait for.`,
+for (a typo?) is held too, with a warning on stderr naming the signals it does wait for.
+
+With --server (or ` + envServer + `) the server delivers it (an operator key); RUN may be a
+unique prefix of the run id (at least 8 hex digits) either way.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case key == "" && len(args) != 2:
@@ -94,50 +96,53 @@ for (a typo?) is held too, with a warning on stderr naming the signals it does w
 			if strings.TrimSpace(name) == "" {
 				return errors.New("the signal NAME is empty")
 			}
-			eng, closeStore, err := g.engineForWaits(cmd, limits)
-			if err != nil {
-				return err
-			}
-			defer closeStore()
-			var res *state.SignalResult
-			if runID != "" {
-				res, err = eng.Signal(cmd.Context(), runID, name, body)
-			} else {
-				res, err = eng.SignalKey(cmd.Context(), name, key, body)
-			}
-			switch {
-			case errors.Is(err, starflowtype.ErrPayloadInvalid):
-				return &exitError{code: exitBadPayload, msg: err.Error() + "; nothing was sent"}
-			case errors.Is(err, starflowtype.ErrNotFound):
-				return &exitError{code: 1, msg: fmt.Sprintf("no run with id %q in this store", runID)}
-			case errors.Is(err, starflowtype.ErrConflict):
-				return &exitError{code: 1, msg: fmt.Sprintf("run %s has ended; signal %q not delivered", runID, name)}
-			case err != nil:
-				return err
-			}
-			if w := res.Wait; w != nil {
-				fmt.Printf("signal %s woke wait %s (step %s) of run %s\n", termSafe(name), w.ID, stepLabel(w), w.RunID)
+			return withBackend(cmd, g, backendOptions{limits: limits, wakeKeys: true}, func(ctx context.Context, b backend) error {
+				var res *state.SignalResult
+				var err error
+				if runID != "" {
+					r, rerr := resolveRun(ctx, b, runID)
+					if rerr != nil {
+						return rerr
+					}
+					runID = r.ID
+					res, err = b.signal(ctx, runID, name, body)
+				} else {
+					res, err = b.signalKey(ctx, name, key, body)
+				}
+				switch {
+				case errors.Is(err, starflowtype.ErrPayloadInvalid):
+					return &exitError{code: exitBadPayload, msg: err.Error() + "; nothing was sent"}
+				case errors.Is(err, starflowtype.ErrNotFound):
+					return noRun(b, runID)
+				case errors.Is(err, starflowtype.ErrConflict):
+					return &exitError{code: 1, msg: fmt.Sprintf("run %s has ended; signal %q not delivered", runID, name)}
+				case err != nil:
+					return err
+				}
+				if w := res.Wait; w != nil {
+					fmt.Printf("signal %s woke wait %s (step %s) of run %s\n", termSafe(name), w.ID, stepLabel(w), w.RunID)
+					return nil
+				}
+				to := "run " + runID
+				if runID == "" {
+					to = "correlation key " + termSafe(key)
+				}
+				id := ""
+				if res.Inbox != nil {
+					id = " (inbox entry " + res.Inbox.ID + ")"
+				}
+				fmt.Printf("signal %s is held in the wake inbox for %s%s: no wait for it yet; it wakes the wait when it registers\n", termSafe(name), termSafe(to), id)
+				if runID != "" {
+					warnUnknownSignal(ctx, cmd, b, runID, name)
+				}
 				return nil
-			}
-			to := "run " + runID
-			if runID == "" {
-				to = "correlation key " + termSafe(key)
-			}
-			id := ""
-			if res.Inbox != nil {
-				id = " (inbox entry " + res.Inbox.ID + ")"
-			}
-			fmt.Printf("signal %s is held in the wake inbox for %s%s: no wait for it yet; it wakes the wait when it registers\n", termSafe(name), termSafe(to), id)
-			if runID != "" {
-				warnUnknownSignal(cmd, eng, runID, name)
-			}
-			return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&payload, "payload", "", "the wake payload: JSON, or @FILE (default null)")
 	cmd.Flags().StringVar(&key, "correlation-key", "", "address the wait by its correlation key instead of the run")
 	lf.register(cmd, limitsPayload)
-	return cmd
+	return remoteCommand(cmd)
 }
 
 // stepLabel is a wait's step as scope/step.
@@ -152,14 +157,15 @@ func stepLabel(w *starflowtype.Wait) string {
 // run's definition listens for signal name (a typo, most likely), naming
 // the signals it does wait for. The signal stays held in the inbox (a later
 // revision may wait for it); a definition that cannot be read or parsed
-// here (a custom step type of another process) gives no warning.
-func warnUnknownSignal(cmd *cobra.Command, eng *starflow.Engine, runID, name string) {
-	ctx := cmd.Context()
-	run, err := eng.Store().GetRun(ctx, &state.GetRunParams{ID: runID})
-	if err != nil || run.DefinitionID == "" {
+// here (a custom step type of another process) gives no warning, nor,
+// through a server, a run on another revision than its workflow's
+// current one (the API serves only that revision's spec).
+func warnUnknownSignal(ctx context.Context, cmd *cobra.Command, b backend, runID, name string) {
+	run, err := b.run(ctx, runID)
+	if err != nil {
 		return
 	}
-	row, err := eng.Store().GetDefinition(ctx, &state.GetDefinitionParams{ID: run.DefinitionID})
+	row, err := b.definition(ctx, run)
 	if err != nil {
 		return
 	}

@@ -69,7 +69,59 @@ func checkCommandLine(cmd *cobra.Command, _ []string) error {
 	if !f.Changed("db") && !f.Changed("store") && os.Getenv(envStore) != "" && os.Getenv(envDB) != "" {
 		return usageError("%s and %s are both set and name the store: unset one, or give --store or --db (a flag replaces them)", envStore, envDB)
 	}
+	if err := checkServerLine(cmd); err != nil {
+		return err
+	}
 	return checkFlagRanges(cmd)
+}
+
+// annotationRemote marks a command that acts through a server's HTTP API
+// when --server (or STARFLOW_SERVER) names one (a cobra annotation).
+const annotationRemote = "starflow.remote"
+
+// remoteCommand marks cmd as able to act through a server.
+func remoteCommand(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[annotationRemote] = "true"
+	return cmd
+}
+
+// remoteCapable reports whether cmd acts through a server when given one.
+func remoteCapable(cmd *cobra.Command) bool { return cmd.Annotations[annotationRemote] == "true" }
+
+// checkServerLine refuses (exit exitUsage) --server on a command that
+// works on a store only, --server beside --db or --store, and
+// STARFLOW_SERVER beside STARFLOW_STORE or STARFLOW_DB when no flag says
+// which one a command that accepts both should use. STARFLOW_SERVER alone
+// is ignored by the store-only commands (dev, server, worker, run, …), so
+// it can stay exported in a shell that also runs them.
+func checkServerLine(cmd *cobra.Command) error {
+	f := cmd.Flags()
+	if !f.Changed("server") {
+		if remoteCapable(cmd) && !f.Changed("db") && !f.Changed("store") && os.Getenv(envServer) != "" {
+			for _, env := range []string{envStore, envDB} {
+				if os.Getenv(env) != "" {
+					return usageError("%s and %s are both set: %s could act on the server or on the store; unset one, or give --server or --db/--store (a flag replaces them)",
+						envServer, env, cmd.CommandPath())
+				}
+			}
+		}
+		return nil
+	}
+	server, _ := f.GetString("server")
+	switch {
+	case cmd.Name() == "help" || cmd.Name() == "completion" || cmd.Parent() != nil && cmd.Parent().Name() == "completion":
+		return nil // prints text only
+	case cmd.Name() == "live" && cmd.Parent() != nil && cmd.Parent().Name() == "runs":
+		return usageError("%s reads the warm tier, never a server: drop --server (the server itself answers GET %s/live/runs/ID)", cmd.CommandPath(), strings.TrimRight(server, "/"))
+	case !remoteCapable(cmd):
+		return usageError("%s works on a store only, not through a server: drop --server (it is for enqueue, apply, validate, plan, runs list|show|ledger|events|waits|resume|retrigger|cancel, signal, wake and keys)", cmd.CommandPath())
+	case f.Changed("db") || f.Changed("store"):
+		return usageError("--server and --%s both name where %s acts: give one", map[bool]string{true: "db", false: "store"}[f.Changed("db")], cmd.CommandPath())
+	}
+	return nil
 }
 
 // flagRange is the valid range of a numeric flag: values of min or more
@@ -115,6 +167,9 @@ var flagRanges = map[string]flagRange{
 	// Listener.
 	"wake-rate":  {min: 0, note: "0 turns the limit off"},
 	"wake-burst": atLeastOne,
+	// The HTTP API (server, dev).
+	"api-rate":  {min: 0, note: "0 turns the limit off"},
+	"api-burst": atLeastOne,
 	// enqueue.
 	"delay":    {min: 0, note: "0s makes the run available at once"},
 	"priority": anyValue, // lower is claimed later

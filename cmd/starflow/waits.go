@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/starflow/starflow/starflowtype"
-	"github.com/starflow/starflow/state"
 )
 
 // newRunsWaitsCmd is `runs waits RUN`; asJSON is the runs --json flag.
@@ -19,8 +18,8 @@ func newRunsWaitsCmd(g *globalFlags, asJSON *bool) *cobra.Command {
 		Short: "List a run's durable waits (workflow_waits), oldest first",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withRun(cmd, g, args[0], func(ctx context.Context, store state.Adapter, r *starflowtype.Run) error {
-				waits, err := store.ListWaits(ctx, &state.ListWaitsParams{RunID: r.ID, Limit: limit})
+			return withRun(cmd, g, args[0], func(ctx context.Context, b backend, r *starflowtype.Run) error {
+				waits, err := b.waits(ctx, r.ID, limit, false)
 				if err != nil {
 					return err
 				}
@@ -42,7 +41,7 @@ func newRunsWaitsCmd(g *globalFlags, asJSON *bool) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many waits")
-	return cmd
+	return remoteCommand(cmd)
 }
 
 func dash(s string) string {

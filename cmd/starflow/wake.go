@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,10 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/starflowtype"
-	"github.com/starflow/starflow/workflow"
 )
 
 // envWakeKeys is the wake-token key ring variable ("kid:base64secret,…";
@@ -46,25 +45,6 @@ const (
 	exitWaitClosed   = 4 // 410: already used, woken, timed out, cancelled, or expired
 )
 
-// engineForWaits opens the existing store and an engine without a runner
-// whose wake keys come from STARFLOW_WAKE_KEYS or the key file.
-func (g *globalFlags) engineForWaits(cmd *cobra.Command, limits workflow.Limits) (*starflow.Engine, func(), error) {
-	keys, file, err := wakeKeysEnv()
-	if err != nil {
-		return nil, nil, err
-	}
-	store, err := g.openExistingStore(cmd.Context())
-	if err != nil {
-		return nil, nil, err
-	}
-	eng, err := starflow.New(starflow.Config{Store: store, Logger: g.logger(os.Stderr), NoRunner: true, WakeKeys: keys, WakeKeyFile: file, Limits: limits})
-	if err != nil {
-		store.Close()
-		return nil, nil, err
-	}
-	return eng, func() { store.Close() }, nil
-}
-
 func newWakeCmd(g *globalFlags) *cobra.Command {
 	var payload string
 	var lf limitFlags
@@ -82,7 +62,10 @@ Exit status: 0 woken; ` + fmt.Sprint(exitBadPayload) + ` the payload is not JSON
 finite value such as 1e400 (the token is not used); ` + fmt.Sprint(exitTokenInvalid) + ` the token is invalid (forged, malformed,
 signed by an unknown key, or no wait of this store has it); ` + fmt.Sprint(exitWaitClosed) + ` the wait is
 closed or the token expired (already used, woken, timed out or cancelled).
-Nothing changes unless the exit status is 0.`,
+Nothing changes unless the exit status is 0.
+
+With --server (or ` + envServer + `) the token is posted to the server's POST /wake/{token},
+which verifies it with its own keys and needs no API key; the exit statuses are the same.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			limits, err := lf.resolve()
@@ -94,30 +77,30 @@ Nothing changes unless the exit status is 0.`,
 				return err
 			}
 			token := strings.TrimSpace(args[0])
-			eng, closeStore, err := g.engineForWaits(cmd, limits)
-			if err != nil {
-				return err
-			}
-			defer closeStore()
-			w, err := eng.Wake(cmd.Context(), token, body)
-			switch {
-			case errors.Is(err, starflowtype.ErrPayloadInvalid):
-				return &exitError{code: exitBadPayload, msg: err.Error() + "; the token was not used"}
-			case errors.Is(err, starflowtype.ErrTokenInvalid):
-				return &exitError{code: exitTokenInvalid, msg: "token invalid: it is malformed, altered, or signed by a key that neither " +
-					envWakeKeys + " nor the key file (" + envWakeKeyFile + ", or PATH.wakekeys beside a SQLite database) holds"}
-			case errors.Is(err, starflowtype.ErrNotFound):
-				return &exitError{code: exitTokenInvalid, msg: "token invalid: no wait in this store has this token (is --db or --store the store of the run that sent it?)"}
-			case errors.Is(err, starflowtype.ErrWaitClosed):
-				return &exitError{code: exitWaitClosed, msg: "wait closed or token expired: the wait was already woken (a token works once), timed out or cancelled, or the token is past its expiry; nothing changed"}
-			case err != nil:
-				return err
-			}
-			fmt.Printf("woke wait %s (step %s) of run %s\n", w.ID, stepLabel(w), w.RunID)
-			return nil
+			return withBackend(cmd, g, backendOptions{limits: limits, wakeKeys: true}, func(ctx context.Context, b backend) error {
+				w, err := b.wake(ctx, token, body)
+				var re *remoteError
+				switch {
+				case errors.Is(err, starflowtype.ErrPayloadInvalid):
+					return &exitError{code: exitBadPayload, msg: err.Error() + "; the token was not used"}
+				case errors.Is(err, starflowtype.ErrTokenInvalid) && errors.As(err, &re):
+					return &exitError{code: exitTokenInvalid, msg: "token invalid " + b.where() + ": " + re.Error()}
+				case errors.Is(err, starflowtype.ErrTokenInvalid):
+					return &exitError{code: exitTokenInvalid, msg: "token invalid: it is malformed, altered, or signed by a key that neither " +
+						envWakeKeys + " nor the key file (" + envWakeKeyFile + ", or PATH.wakekeys beside a SQLite database) holds"}
+				case errors.Is(err, starflowtype.ErrNotFound):
+					return &exitError{code: exitTokenInvalid, msg: "token invalid: no wait in this store has this token (is --db or --store the store of the run that sent it?)"}
+				case errors.Is(err, starflowtype.ErrWaitClosed):
+					return &exitError{code: exitWaitClosed, msg: "wait closed or token expired: the wait was already woken (a token works once), timed out or cancelled, or the token is past its expiry; nothing changed"}
+				case err != nil:
+					return err
+				}
+				fmt.Printf("woke wait %s (step %s) of run %s\n", w.ID, stepLabel(w), w.RunID)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&payload, "payload", "", "the wake payload: JSON, or @FILE (default null)")
 	lf.register(cmd, limitsPayload)
-	return cmd
+	return remoteCommand(cmd)
 }

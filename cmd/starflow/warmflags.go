@@ -15,6 +15,7 @@ import (
 
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/internal/httpserver"
+	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/warm"
 	"github.com/starflow/starflow/warm/warmopen"
 )
@@ -42,6 +43,30 @@ type warmFlags struct {
 	wakeURL     string // --wake-url: the wake_url template of notify requests
 	listen      listenFlags
 	opts        starflow.WarmOptions
+	api         *apiFlags // nil: the listener serves no API (worker)
+}
+
+// apiFlags are the HTTP API's flags (server and dev).
+type apiFlags struct {
+	metricsPublic bool
+	insecure      bool
+	tlsCert       string
+	tlsKey        string
+	rate          float64
+	burst         int
+}
+
+// registerAPI adds the HTTP API's flags: the listener then serves the
+// API, behind API keys once one exists.
+func (w *warmFlags) registerAPI(cmd *cobra.Command) {
+	a := &apiFlags{}
+	w.api = a
+	cmd.Flags().BoolVar(&a.metricsPublic, "metrics-public", false, "serve /metrics without an API key even when keys exist")
+	cmd.Flags().BoolVar(&a.insecure, "insecure", false, "allow a non-loopback --addr while no API key exists (anyone who can reach it acts as admin; logged at start and on every request)")
+	cmd.Flags().StringVar(&a.tlsCert, "tls-cert", "", "serve HTTPS with this certificate chain (PEM file; needs --tls-key)")
+	cmd.Flags().StringVar(&a.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM file)")
+	cmd.Flags().Float64Var(&a.rate, "api-rate", httpserver.APIRateDefault, "enqueue and signal requests per second one API key (or, without keys, one client address) may send; past it 429 with Retry-After; 0 turns the limit off")
+	cmd.Flags().IntVar(&a.burst, "api-burst", httpserver.APIBurstDefault, "enqueue and signal requests one key may send at once before --api-rate applies")
 }
 
 // register adds --warm, --addr and the tunables (--presence-interval with
@@ -97,8 +122,8 @@ func (w *warmFlags) resolve(cmd *cobra.Command) error {
 			w.addr = w.defaultAddr
 		}
 	}
-	if w.addr != "" && !httpserver.IsLoopback(w.addr) {
-		return fmt.Errorf("--addr %s is not a loopback address: the listener has no authentication yet, so it binds only to 127.0.0.1, ::1 or localhost (put a reverse proxy in front to expose it)", w.addr)
+	if w.addr != "" && !httpserver.IsLoopback(w.addr) && w.api == nil {
+		return fmt.Errorf("--addr %s is not a loopback address: this listener has no authentication, so it binds only to 127.0.0.1, ::1 or localhost (starflow server serves the API with API keys on any address)", w.addr)
 	}
 	if !cmd.Flags().Changed("wake-url") {
 		w.wakeURL = os.Getenv(envWakeURL)
@@ -137,6 +162,10 @@ func mirrorFromEnv() bool {
 type listener struct {
 	srv    *httpserver.Server
 	listen *listenFlags
+	api    *apiFlags // nil: no API
+	// leaseTTL is the runners' lease TTL (the API's stale filter).
+	leaseTTL time.Duration
+	insecure bool // serving a non-loopback address without keys
 }
 
 // bind binds --addr (no listener when it is empty).
@@ -144,11 +173,36 @@ func (w *warmFlags) bind() (*listener, error) {
 	if w.addr == "" {
 		return &listener{}, nil
 	}
-	srv, err := httpserver.Bind(w.addr, w.listen.serverConfig(w.wakeURL))
+	sc := w.listen.serverConfig(w.wakeURL)
+	if w.api != nil {
+		sc.TLSCertFile, sc.TLSKeyFile = w.api.tlsCert, w.api.tlsKey
+	}
+	srv, err := httpserver.Bind(w.addr, sc)
 	if err != nil {
 		return nil, fmt.Errorf("%w (choose another address with --addr or %s)", err, envAddr)
 	}
-	return &listener{srv: srv, listen: &w.listen}, nil
+	return &listener{srv: srv, listen: &w.listen, api: w.api}, nil
+}
+
+// checkExposure refuses a non-loopback API listener while no API key
+// exists, unless --insecure (then it warns).
+func (w *warmFlags) checkExposure(ctx context.Context, store state.Adapter, log *slog.Logger) error {
+	if w.api == nil || w.addr == "" || httpserver.IsLoopback(w.addr) {
+		return nil
+	}
+	configured, err := store.APIKeysConfigured(ctx)
+	if err != nil {
+		return fmt.Errorf("reading api_keys: %w", err)
+	}
+	switch {
+	case configured:
+		return nil
+	case w.api.insecure:
+		log.Warn("INSECURE: serving the API on a non-loopback address without API keys: anyone who reaches " + w.addr + " acts as admin (create a key with starflow keys create and drop --insecure)")
+		fmt.Fprintf(os.Stderr, "WARNING: --insecure: the API on %s needs no key; anyone who can reach it acts as admin\n", w.addr)
+		return nil
+	}
+	return fmt.Errorf("--addr %s is not a loopback address and no API key exists: create one first (starflow keys create --name NAME --role admin --workspace %s), or pass --insecure to serve without keys", w.addr, state.DefaultWorkspace)
 }
 
 // resolveWakeURL is the engine's Config.WakeURL: --wake-url (or
@@ -189,15 +243,26 @@ func (l *listener) serve(eng *starflow.Engine, log *slog.Logger) error {
 	// The engine's metrics, and the Go runtime's and the process's.
 	proc := prometheus.NewRegistry()
 	proc.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	h, err := httpserver.New(l.listen.handlerConfig(httpserver.Config{Backend: eng, Gatherer: prometheus.Gatherers{eng.Metrics(), proc}, Logger: log,
-		MaxWakeBody: eng.Limits().PayloadBytes}))
+	hc := l.listen.handlerConfig(httpserver.Config{Backend: eng, Gatherer: prometheus.Gatherers{eng.Metrics(), proc}, Logger: log,
+		MaxWakeBody: eng.Limits().PayloadBytes})
+	if a := l.api; a != nil {
+		hc.API = &httpserver.APIConfig{Engine: eng, LeaseTTL: l.leaseTTL, MetricsPublic: a.metricsPublic, Insecure: l.insecure,
+			Rate: a.rate, Burst: a.burst, Version: version}
+		if a.rate == 0 {
+			hc.API.Rate = -1 // off
+		}
+	}
+	h, err := httpserver.New(hc)
 	if err != nil {
 		return err
 	}
 	if err := l.srv.Serve(h); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "listening on http://%s\n", l.srv.Addr())
+	fmt.Fprintf(os.Stderr, "listening on %s\n", l.srv.URL())
+	if l.api != nil {
+		fmt.Fprintf(os.Stderr, "API reference %s/docs (OpenAPI %s/openapi.json)\n", l.srv.URL(), l.srv.URL())
+	}
 	return nil
 }
 

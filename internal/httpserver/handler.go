@@ -11,7 +11,6 @@ import (
 	"math"
 	"mime"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,6 +79,11 @@ type Config struct {
 	// `starflow dev` and `starflow server` set it to the engine's
 	// Limits.PayloadBytes.
 	MaxWakeBody int64
+	// API serves the HTTP API (see APIConfig) on the same listener, and
+	// puts every route but /healthz, /readyz, /openapi.json, /docs and
+	// POST /wake/{token} behind API keys once a key exists. nil: only
+	// the routes above, without auth (loopback use).
+	API *APIConfig
 }
 
 // TimeoutDefault bounds one health check or live read.
@@ -166,10 +170,19 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.MaxWakeBody = MaxWakeBody
 	}
 	h := &handler{cfg: cfg}
+	mux := http.NewServeMux()
+	var apiSrv *apiServer
+	if cfg.API != nil {
+		var err error
+		apiSrv, err = newAPI(mux, apiSettings{APIConfig: *cfg.API, Timeout: cfg.Timeout, Logger: cfg.Logger,
+			ClientIPHeader: cfg.ClientIPHeader, MaxPayload: cfg.MaxWakeBody, Now: cfg.Now})
+		if err != nil {
+			return nil, err
+		}
+	}
 	if cfg.WakeRate > 0 {
 		h.wakeLimit = newClientLimiter(cfg.WakeRate, cfg.WakeBurst, WakeClientsMax, cfg.Now)
 	}
-	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", h.health)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError,
@@ -181,14 +194,29 @@ func New(cfg Config) (http.Handler, error) {
 	// POST under /wake/ gets the token's answer (401), never a 404.
 	mux.HandleFunc("POST /wake/{token...}", h.wake)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if allow := allowed(r.URL.Path); allow != "" && !slices.Contains(strings.Split(allow, ", "), r.Method) {
+		if allow := allowed(mux, r); allow != "" {
 			w.Header().Set("Allow", allow)
 			problem(w, http.StatusMethodNotAllowed, "method not allowed", fmt.Sprintf("%s %s: only %s", r.Method, r.URL.Path, allow))
 			return
 		}
-		problem(w, http.StatusNotFound, "not found", fmt.Sprintf("no route %s %s (routes: GET /healthz, /metrics, /live/runs/{id}, /live/runs/{id}/events, /live/runners; POST /wake/{token})", r.Method, r.URL.Path))
+		routes := "GET /healthz, /metrics, /live/runs/{id}, /live/runs/{id}/events, /live/runners; POST /wake/{token}"
+		if apiSrv != nil {
+			routes += "; the API at /api/…, /run/{workflow}/enqueue and /admin/validate (GET /openapi.json lists them)"
+		}
+		problem(w, http.StatusNotFound, "not found", fmt.Sprintf("no route %s %s (routes: %s)", r.Method, r.URL.Path, routes))
 	})
-	return mux, nil
+	if apiSrv == nil {
+		return mux, nil
+	}
+	return &stoppable{Handler: apiSrv.authenticate(mux), stop: apiSrv.stop}, nil
+}
+
+// stoppable is a handler with long-lived responses (live streams) that
+// stop is told to end when the listener shuts down (Server.Serve
+// registers it with http.Server.RegisterOnShutdown).
+type stoppable struct {
+	http.Handler
+	stop func()
 }
 
 type handler struct {
@@ -196,15 +224,19 @@ type handler struct {
 	wakeLimit *clientLimiter // nil: no limit
 }
 
-// allowed is the Allow header of a known path ("" when unknown).
-func allowed(p string) string {
-	switch {
-	case p == "/healthz", p == "/metrics", p == "/live/runners", strings.HasPrefix(p, "/live/runs/"):
-		return "GET, HEAD"
-	case strings.HasPrefix(p, "/wake/"):
-		return "POST"
+// allowed is the Allow header of a request the mux routes by another
+// method only ("" when no method reaches a route at its path): the
+// methods whose probe of the same URL the mux routes elsewhere than the
+// catch-all.
+func allowed(mux *http.ServeMux, r *http.Request) string {
+	var methods []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			methods = append(methods, m)
+		}
 	}
-	return ""
+	return strings.Join(methods, ", ")
 }
 
 // wake serves POST /wake/{token}.
@@ -299,6 +331,9 @@ func (h *handler) liveRun(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	run, err := h.cfg.Backend.LiveRun(ctx, id)
+	if err == nil && !visible(r.Context(), run) {
+		err = starflowtype.ErrNotFound
+	}
 	if err != nil {
 		h.liveError(w, fmt.Sprintf("run %s", id), err)
 		return
@@ -335,6 +370,17 @@ func (h *handler) liveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
+	if principalOf(ctx) != nil {
+		// Behind API keys: the run must be the caller's workspace's.
+		run, err := h.cfg.Backend.LiveRun(ctx, id)
+		if err == nil && !visible(ctx, run) {
+			err = starflowtype.ErrNotFound
+		}
+		if err != nil {
+			h.liveError(w, fmt.Sprintf("run %s", id), err)
+			return
+		}
+	}
 	events, err := h.cfg.Backend.LiveEvents(ctx, id, after)
 	if err != nil {
 		h.liveError(w, fmt.Sprintf("events of run %s", id), err)
@@ -390,4 +436,12 @@ func problem(w http.ResponseWriter, code int, title, detail string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"type": "about:blank", "title": title, "status": code, "detail": detail,
 	})
+}
+
+// visible reports whether the caller may see a warm run entry: always
+// without the API's auth, else when it is of the caller's workspace.
+// (Warm entries carry no env: an env-limited key sees its workspace's.)
+func visible(ctx context.Context, e *warm.RunEntry) bool {
+	p := principalOf(ctx)
+	return p == nil || e.WorkspaceID == p.workspace
 }

@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -56,6 +57,9 @@ type ServerConfig struct {
 	// a loopback listener with another Host are refused 403 (DNS
 	// rebinding).
 	AllowedHosts []string
+	// TLSCertFile and TLSKeyFile, when both are set, serve HTTPS with
+	// this certificate chain and private key (PEM files).
+	TLSCertFile, TLSKeyFile string
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -81,6 +85,9 @@ func (c ServerConfig) WithDefaults() ServerConfig {
 // Validate reports an AllowedHosts entry that is not a host name or IP
 // address (with an optional port).
 func (c ServerConfig) Validate() error {
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("TLS needs both a certificate file and a key file (--tls-cert and --tls-key)")
+	}
 	for _, h := range c.AllowedHosts {
 		if hostName(h) == "" || strings.ContainsAny(h, "/ @?#") {
 			return fmt.Errorf("allowed host %q: want a host name or IP address (e.g. starflow.example.com)", h)
@@ -97,6 +104,7 @@ type Server struct {
 	ln    net.Listener
 	done  chan error
 	hosts map[string]bool // names a loopback listener answers to; nil: any
+	cert  string          // TLS certificate file; "" = plain HTTP
 
 	mu      sync.Mutex
 	serving bool
@@ -139,6 +147,14 @@ func Bind(addr string, cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
+	var tlsCfg *tls.Config
+	if cfg.TLSCertFile != "" {
+		pair, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS certificate %s and key %s: %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
@@ -150,9 +166,11 @@ func Bind(addr string, cfg ServerConfig) (*Server, error) {
 			WriteTimeout:      cfg.WriteTimeout,
 			IdleTimeout:       cfg.IdleTimeout,
 			MaxHeaderBytes:    cfg.MaxHeaderBytes,
+			TLSConfig:         tlsCfg,
 		},
 		ln:   ln,
 		done: make(chan error, 1),
+		cert: cfg.TLSCertFile,
 	}
 	if IsLoopback(addr) {
 		s.hosts = map[string]bool{"127.0.0.1": true, "localhost": true, "::1": true, strings.ToLower(host): true}
@@ -203,18 +221,35 @@ func (s *Server) Serve(h http.Handler) error {
 		return fmt.Errorf("httpserver: listener %s is already serving", s.Addr())
 	}
 	s.serving = true
+	if st, ok := h.(*stoppable); ok {
+		s.srv.RegisterOnShutdown(st.stop)
+	}
 	if s.hosts != nil {
 		h = s.hostGuard(h)
 	}
 	s.srv.Handler = h
 	go func() {
-		err := s.srv.Serve(s.ln)
+		var err error
+		if s.cert != "" {
+			err = s.srv.ServeTLS(s.ln, "", "") // the pair Bind loaded
+		} else {
+			err = s.srv.Serve(s.ln)
+		}
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
 		s.done <- err
 	}()
 	return nil
+}
+
+// URL is the listener's base URL: https://ADDR with TLS, http://ADDR
+// without.
+func (s *Server) URL() string {
+	if s.cert != "" {
+		return "https://" + s.Addr()
+	}
+	return "http://" + s.Addr()
 }
 
 // Addr is the bound address (with the port chosen when 0 was asked).

@@ -29,6 +29,7 @@ func (d *gateDialect) Reader() Conn                                 { return nil
 func (d *gateDialect) SingleWriter() bool                           { return !d.multi }
 func (d *gateDialect) Arg(v any) any                                { return v }
 func (d *gateDialect) TimeHolder() (any, func() time.Time)          { return nil, nil }
+func (d *gateDialect) TimePrecision() time.Duration                 { return time.Microsecond }
 func (d *gateDialect) Translate(err error) error                    { return err }
 func (d *gateDialect) Retryable(error) bool                         { return false }
 func (d *gateDialect) Notify(context.Context, Conn, []string) error { return nil }

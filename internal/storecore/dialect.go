@@ -46,6 +46,11 @@ type Dialect interface {
 	// TimeHolder returns a scan destination for a time column and the
 	// function that reads the time out of it after the scan.
 	TimeHolder() (holder any, get func() time.Time)
+	// TimePrecision is the resolution of the times the database stores
+	// and binds (PostgreSQL: a microsecond; SQLite: a millisecond). A
+	// bound time is cut to it, so a bound the core must apply exactly to
+	// the stored values (ListRuns' instants) is first rounded up to it.
+	TimePrecision() time.Duration
 	// Translate maps a driver error to the core's: ErrNoRows for a query
 	// that returned no row, an error wrapping starflowtype.ErrConflict for
 	// a unique violation, else err.

@@ -27,14 +27,59 @@ func (s *Store) GetDefinition(ctx context.Context, p *state.GetDefinitionParams)
 	default:
 		row = s.reader().QueryRow(ctx, "get_definition_latest", ws, p.Name)
 	}
-	var d starflowtype.Definition
-	var spec []byte
-	err := row.Scan(&d.ID, &d.WorkspaceID, &d.Name, &d.Revision, &spec, &d.Source, &d.CreatedAt)
+	d, err := scanDefinition(row)
 	if isNoRows(err) {
 		return nil, notFound
 	}
 	if err != nil {
 		return nil, s.errorf("get definition: %w", err)
+	}
+	return d, nil
+}
+
+// ListDefinitions implements state.Operator.
+func (s *Store) ListDefinitions(ctx context.Context, p *state.ListDefinitionsParams) ([]*starflowtype.Definition, error) {
+	out, err := s.definitions(ctx, "list_definitions", orDefault(p.WorkspaceID, state.DefaultWorkspace))
+	if err != nil {
+		return nil, s.errorf("list definitions: %w", err)
+	}
+	return out, nil
+}
+
+// ListRevisions implements state.Operator.
+func (s *Store) ListRevisions(ctx context.Context, p *state.ListRevisionsParams) ([]*starflowtype.Definition, error) {
+	out, err := s.definitions(ctx, "list_revisions", orDefault(p.WorkspaceID, state.DefaultWorkspace), p.Name)
+	if err != nil {
+		return nil, s.errorf("list revisions of %s: %w", p.Name, err)
+	}
+	return out, nil
+}
+
+// definitions runs a query of definition rows.
+func (s *Store) definitions(ctx context.Context, name string, args ...any) ([]*starflowtype.Definition, error) {
+	rows, err := s.reader().Query(ctx, name, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*starflowtype.Definition
+	for rows.Next() {
+		d, err := scanDefinition(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// scanDefinition reads a definition row (id, workspace_id, name,
+// revision, spec_json, source, created_at).
+func scanDefinition(row Row) (*starflowtype.Definition, error) {
+	var d starflowtype.Definition
+	var spec []byte
+	if err := row.Scan(&d.ID, &d.WorkspaceID, &d.Name, &d.Revision, &spec, &d.Source, &d.CreatedAt); err != nil {
+		return nil, err
 	}
 	d.Spec = spec
 	return &d, nil
@@ -63,32 +108,6 @@ func getRun(ctx context.Context, q Querier, workspace, runID string) (*starflowt
 		return nil, fmt.Errorf("get run %s: %w", runID, err)
 	}
 	return r, nil
-}
-
-// ListRuns implements state.Adapter.
-func (s *Store) ListRuns(ctx context.Context, p *state.ListRunsParams) ([]*starflowtype.Run, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 50
-	}
-	statuses := make([]string, len(p.Status))
-	for i, st := range p.Status {
-		statuses[i] = string(st)
-	}
-	rows, err := s.reader().Query(ctx, "list_runs", p.WorkspaceID, p.WorkflowName, statuses, limit)
-	if err != nil {
-		return nil, s.errorf("list runs: %w", err)
-	}
-	defer rows.Close()
-	var out []*starflowtype.Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, s.errorf("list runs: %w", err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
 }
 
 // ListSteps implements state.Adapter.

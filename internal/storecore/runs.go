@@ -112,15 +112,20 @@ func (e *enqueue) write(ctx context.Context, p *state.EnqueueRunParams) func(t *
 			if ttl <= 0 {
 				ttl = state.IdempotencyTTLDefault
 			}
-			if _, err := t.tx.Exec(ctx, "upsert_receipt", e.m.workspace, p.IdempotencyKey, e.id, ttl); err != nil {
+			if _, err := t.tx.Exec(ctx, "upsert_receipt", e.m.workspace, p.IdempotencyKey, e.id, ttl, nullString(p.RequestHash)); err != nil {
 				return err
 			}
-			var holder string
-			if err := t.tx.QueryRow(ctx, "receipt_run", e.m.workspace, p.IdempotencyKey).Scan(&holder); err != nil {
+			var holder, hash string
+			if err := t.tx.QueryRow(ctx, "receipt_run", e.m.workspace, p.IdempotencyKey).Scan(&holder, &hash); err != nil {
 				return err
 			}
 			if holder != e.id {
-				// A duplicate: nothing is written and the first run answers.
+				// A duplicate: nothing is written and the first run
+				// answers, unless the key answered another request.
+				if hash != "" && p.RequestHash != "" && hash != p.RequestHash {
+					return fmt.Errorf("idempotency key %q was used with a different request (run %s): %w",
+						p.IdempotencyKey, holder, starflowtype.ErrConflict)
+				}
 				t.ch.RunID = holder
 				t.idle = true
 				return nil

@@ -21,19 +21,27 @@ func (s *Store) SessionGet(ctx context.Context, p *state.SessionGetParams) (*sta
 	return v, nil
 }
 
-// SessionSet implements state.Waiter.
+// SessionSet implements state.Waiter. A write with a RunID is fenced by
+// its lease and marks the run (its end drops the variable unless kept);
+// one without is an operator's: no fence, no origin run, and without
+// KeepUntil or KeepFor no keep_until either, so neither a run's end nor
+// the session GC removes it.
 func (s *Store) SessionSet(ctx context.Context, p *state.SessionSetParams) (*starflowtype.SessionVar, error) {
 	if err := state.CheckSessionSet(p); err != nil {
-		return nil, s.errorf("session set: %w", err)
+		return nil, s.errorf("session set: %w", starflowtype.Invalid(err))
 	}
 	var out *starflowtype.SessionVar
 	_, err := s.write(ctx, state.OpSessionSet, p.RunID, false, func(t *txn) error {
-		m, err := t.fenceMark(ctx, p.RunID, p.Lease, endSessionVars)
-		if err != nil {
-			return err
+		ws, origin := orDefault(p.WorkspaceID, state.DefaultWorkspace), any(nil)
+		if p.RunID != "" {
+			m, err := t.fenceMark(ctx, p.RunID, p.Lease, endSessionVars)
+			if err != nil {
+				return err
+			}
+			ws, origin = orDefault(p.WorkspaceID, m.workspace), m.id
 		}
-		ws := orDefault(p.WorkspaceID, m.workspace)
-		out, err = scanSessionVar(t.tx.QueryRow(ctx, "session_set", ws, p.SessionID, p.Key, string(p.Value), m.id,
+		var err error
+		out, err = scanSessionVar(t.tx.QueryRow(ctx, "session_set", ws, p.SessionID, p.Key, string(p.Value), origin,
 			instant(p.KeepUntil), offset(p.KeepFor)))
 		if err != nil {
 			return err
@@ -46,6 +54,49 @@ func (s *Store) SessionSet(ctx context.Context, p *state.SessionSetParams) (*sta
 		return nil, s.errorf("session set %s/%s: %w", p.SessionID, p.Key, err)
 	}
 	return out, nil
+}
+
+// SessionList implements state.Operator.
+func (s *Store) SessionList(ctx context.Context, p *state.SessionListParams) ([]*starflowtype.SessionVar, error) {
+	rows, err := s.reader().Query(ctx, "session_list", orDefault(p.WorkspaceID, state.DefaultWorkspace), p.SessionID)
+	if err != nil {
+		return nil, s.errorf("session list %s: %w", p.SessionID, err)
+	}
+	defer rows.Close()
+	var out []*starflowtype.SessionVar
+	for rows.Next() {
+		v, err := scanSessionVar(rows)
+		if err != nil {
+			return nil, s.errorf("session list %s: %w", p.SessionID, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.errorf("session list %s: %w", p.SessionID, err)
+	}
+	return out, nil
+}
+
+// SessionDelete implements state.Operator. The removed variable is in the
+// Change (with a nil Value), as the session GC's are.
+func (s *Store) SessionDelete(ctx context.Context, p *state.SessionDeleteParams) error {
+	_, err := s.write(ctx, state.OpSessionDelete, "", false, func(t *txn) error {
+		t.ch.SessionVars = nil
+		if err := t.removedVars(ctx, "session_delete", orDefault(p.WorkspaceID, state.DefaultWorkspace), p.SessionID, p.Key); err != nil {
+			return err
+		}
+		if len(t.ch.SessionVars) == 0 {
+			return fmt.Errorf("session %s key %q: %w", p.SessionID, p.Key, starflowtype.ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		if isNotFound(err) {
+			return err
+		}
+		return s.errorf("session delete %s/%s: %w", p.SessionID, p.Key, err)
+	}
+	return nil
 }
 
 // DeleteExpiredSessionVars implements state.Waiter. Rows another GC pass

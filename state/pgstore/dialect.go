@@ -23,16 +23,15 @@ import (
 var queriesSQL string
 
 // Queries holds every statement of queries.sql by name, with the column
-// lists substituted; the step writes' one-statement forms (sw_*) are
-// assembled from their parts, each in two variants (the *_run one returns
-// the whole run row, for hooks).
+// lists substituted and the shared parts (blocks named _*, written
+// /*_name*/ where they go) put in; the step writes' one-statement forms
+// (sw_*) are assembled from their parts, each in two variants (the *_run
+// one returns the whole run row, for hooks).
 var Queries = func() map[string]string {
 	m := sqlq.MustParse(queriesSQL)
-	parts := strings.NewReplacer("/*_sw_fence*/", m["_sw_fence"], "/*_sw_run*/", m["_sw_run"], "/*_sw_result*/", m["_sw_result"])
-	delete(m, "_sw_fence")
-	delete(m, "_sw_run")
-	delete(m, "_sw_result")
+	parts := sharedParts(m)
 	for name, text := range m {
+		text = parts.Replace(text)
 		text = strings.Replace(text, "/*run_columns*/", runColumns, 1)
 		text = strings.Replace(text, "/*step_columns*/", stepColumns, 1)
 		text = strings.Replace(text, "/*wait_columns*/", waitColumns, 1)
@@ -40,7 +39,6 @@ var Queries = func() map[string]string {
 			m[name] = text
 			continue
 		}
-		text = parts.Replace(text)
 		text = strings.ReplaceAll(text, "/*step_returning*/", aliased("st.", stepColumns, "s"))
 		text = strings.Replace(text, "/*step_select*/", ", "+selected("s.", "s", 12), 1)
 		m[name] = strings.NewReplacer("/*run_returning*/", "r.id", "/*run_select*/", "").Replace(text)
@@ -49,6 +47,19 @@ var Queries = func() map[string]string {
 	}
 	return m
 }()
+
+// sharedParts removes the blocks whose name starts with "_" from m and
+// returns the replacer that puts each where /*_name*/ marks it.
+func sharedParts(m map[string]string) *strings.Replacer {
+	var pairs []string
+	for name, text := range m {
+		if strings.HasPrefix(name, "_") {
+			pairs = append(pairs, "/*"+name+"*/", text)
+			delete(m, name)
+		}
+	}
+	return strings.NewReplacer(pairs...)
+}
 
 // aliased qualifies each expression of the column list cols with prefix
 // (a column name, or the first argument of coalesce) and aliases it
@@ -213,6 +224,10 @@ func (d *dialect) TimeHolder() (any, func() time.Time) {
 		return (*h).UTC()
 	}
 }
+
+// TimePrecision: timestamptz keeps microseconds (pgx truncates a bound
+// time to them).
+func (d *dialect) TimePrecision() time.Duration { return time.Microsecond }
 
 // Translate maps "no rows" and unique violations (ErrConflict).
 func (d *dialect) Translate(err error) error { return translate(err) }

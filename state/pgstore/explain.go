@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -46,6 +47,46 @@ func (s *Store) ExplainSweep(ctx context.Context, p *state.ExpireOldLeasesParams
 		limit = 500
 	}
 	return s.explain(ctx, query("expired_leases"), []any{limit})
+}
+
+// ExplainListRuns returns the plans of the exact statement ListRuns runs
+// for p, with the same arguments: a workspace's listing should read
+// idx_workflow_runs_workspace_list in order from the page's position, a
+// status listing idx_workflow_runs_workspace_status_list, a parent's
+// idx_workflow_runs_parent. Nil when p can match no run (ListRuns then
+// runs nothing).
+func (s *Store) ExplainListRuns(ctx context.Context, p *state.ListRunsParams) (*Plan, error) {
+	name, args, err := storecore.ListRunsQuery(p, (*dialect)(nil).TimePrecision())
+	if err != nil || name == "" {
+		return nil, err
+	}
+	return s.explain(ctx, query(name), bound(args))
+}
+
+// ExplainFindRunIDs returns the plans of the exact statement FindRunIDs
+// runs for p: a range of workflow_runs_pkey.
+func (s *Store) ExplainFindRunIDs(ctx context.Context, p *state.FindRunIDsParams) (*Plan, error) {
+	lo, hi, err := storecore.IDRange(p.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = storecore.FindRunIDsLimitDefault
+	}
+	return s.explain(ctx, query("find_run_ids"), []any{lo, hi, p.WorkspaceID, limit})
+}
+
+// bound converts arguments as the store binds them: a zero time is NULL.
+func bound(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if t, ok := a.(time.Time); ok && t.IsZero() {
+			continue
+		}
+		out[i] = (*dialect)(nil).Arg(a)
+	}
+	return out
 }
 
 // explain plans query both ways on one connection of the pool. The custom

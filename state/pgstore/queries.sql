@@ -331,13 +331,101 @@ RETURNING workspace_id, env, attempt, coalesce(runner_pool, '');
 -- name: get_run
 SELECT /*run_columns*/ FROM workflow_runs WHERE id = $1 AND ($2::text = '' OR workspace_id = $2);
 
+-- The run listing (ListRuns), newest first: (created_at, id) descending,
+-- keyset-paged. Every variant takes the same arguments: $1 workspace, $2
+-- workflow name, $3 statuses, $4 env, $5 parent run (NULL: any), $6 stale
+-- before (NULL: any), $7 created at or after (NULL: any), $8 dead-lettered
+-- only, $9 $10 the position to list below (created_at, id; NULL: the top),
+-- $11 the limit. The core picks the variant whose index serves the
+-- filters it was given: list_runs (a workspace), list_runs_status (a
+-- workspace and statuses), list_runs_any (every workspace), list_runs_children
+-- (a parent run). The leading columns of each variant's index are plain
+-- equalities, and the position is a row comparison on the index's order,
+-- so a page starts at its first row however deep it is. Filters a variant
+-- does not lead with are written CASE WHEN <not given> THEN true ELSE …
+-- END: a custom plan folds them away, and the generic plan a cached
+-- statement may switch to does not multiply their guessed selectivities
+-- (as it does for `$n = '' OR col = $n`) into an estimate so small that a
+-- full sort looks cheaper than reading the index in order. The outer
+-- ORDER BY names its columns with the table: a bare id would be the
+-- output column id::text, whose order is text's, not the index's.
+
+-- name: _runs_filter
+   AND CASE WHEN $2::text = '' THEN true ELSE workflow_name = $2::text END
+   AND CASE WHEN $4::text = '' THEN true ELSE env = $4::text END
+   AND CASE WHEN $6::timestamptz IS NULL THEN true
+            ELSE status = 'running' AND coalesce(last_heartbeat, started_at) < $6::timestamptz END
+   AND CASE WHEN $8::boolean THEN dead_lettered ELSE true END
+   AND created_at >= coalesce($7::timestamptz, '-infinity')
+   AND (created_at, id) < (coalesce($9::timestamptz, 'infinity'),
+                           coalesce($10::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+
 -- name: list_runs
+-- A workspace's runs: idx_workflow_runs_workspace_list, in order.
 SELECT /*run_columns*/ FROM workflow_runs
- WHERE ($1::text = '' OR workspace_id = $1)
-   AND ($2::text = '' OR workflow_name = $2)
-   AND (cardinality($3::text[]) = 0 OR status = ANY ($3::text[]))
- ORDER BY created_at DESC, seq DESC
- LIMIT $4;
+ WHERE workspace_id = $1::text
+   AND CASE WHEN cardinality($3::text[]) = 0 THEN true ELSE status = ANY ($3::text[]) END
+   AND CASE WHEN $5::uuid IS NULL THEN true ELSE parent_run_id = $5::uuid END
+/*_runs_filter*/
+ ORDER BY workflow_runs.created_at DESC, workflow_runs.id DESC
+ LIMIT $11;
+
+-- name: list_runs_status
+-- A workspace's runs in statuses $3 (distinct): one ordered range of
+-- idx_workflow_runs_workspace_status_list per status, each cut at the
+-- limit, then the newest of them (an index range per status instead of
+-- every run of those statuses sorted).
+SELECT /*run_columns*/ FROM workflow_runs
+ WHERE id IN (
+       SELECT r.id
+         FROM unnest($3::text[]) AS s(status),
+              LATERAL (SELECT id, created_at FROM workflow_runs
+                        WHERE workspace_id = $1::text AND status = s.status
+                          AND CASE WHEN $5::uuid IS NULL THEN true ELSE parent_run_id = $5::uuid END
+/*_runs_filter*/
+                        ORDER BY created_at DESC, id DESC
+                        LIMIT $11) AS r
+        ORDER BY r.created_at DESC, r.id DESC
+        LIMIT $11)
+ ORDER BY workflow_runs.created_at DESC, workflow_runs.id DESC
+ LIMIT $11;
+
+-- name: list_runs_any
+-- Every workspace's runs ($1 is ''): the workspaces are found by a loose
+-- scan (one index probe each), then each one's newest runs are read as
+-- list_runs reads them, and the newest of those returned; no sort of the
+-- whole table.
+WITH RECURSIVE ws(w) AS (
+       (SELECT workspace_id FROM workflow_runs ORDER BY workspace_id LIMIT 1)
+       UNION ALL
+       SELECT (SELECT workspace_id FROM workflow_runs WHERE workspace_id > ws.w ORDER BY workspace_id LIMIT 1)
+         FROM ws WHERE ws.w IS NOT NULL)
+SELECT /*run_columns*/ FROM workflow_runs
+ WHERE id IN (
+       SELECT r.id
+         FROM ws,
+              LATERAL (SELECT id, created_at FROM workflow_runs
+                        WHERE workspace_id = ws.w
+                          AND CASE WHEN $1::text = '' THEN true ELSE workspace_id = $1::text END
+                          AND CASE WHEN cardinality($3::text[]) = 0 THEN true ELSE status = ANY ($3::text[]) END
+                          AND CASE WHEN $5::uuid IS NULL THEN true ELSE parent_run_id = $5::uuid END
+/*_runs_filter*/
+                        ORDER BY created_at DESC, id DESC
+                        LIMIT $11) AS r
+        ORDER BY r.created_at DESC, r.id DESC
+        LIMIT $11)
+ ORDER BY workflow_runs.created_at DESC, workflow_runs.id DESC
+ LIMIT $11;
+
+-- name: list_runs_children
+-- The child runs of run $5 (idx_workflow_runs_parent), sorted.
+SELECT /*run_columns*/ FROM workflow_runs
+ WHERE parent_run_id = $5::uuid
+   AND CASE WHEN $1::text = '' THEN true ELSE workspace_id = $1::text END
+   AND CASE WHEN cardinality($3::text[]) = 0 THEN true ELSE status = ANY ($3::text[]) END
+/*_runs_filter*/
+ ORDER BY workflow_runs.created_at DESC, workflow_runs.id DESC
+ LIMIT $11;
 
 -- name: list_steps
 SELECT /*step_columns*/ FROM workflow_steps
@@ -378,14 +466,16 @@ SELECT run_id::text, scope_path, step_id, attempt, context_json, outputs_json,
 -- duplicate waits here for the holder's transaction: when it commits, the
 -- conflict leaves the receipt as it is (and locks it); when it rolls back,
 -- this insert takes the key.
-INSERT INTO idempotency_receipts (workspace_id, key, run_id, expires_at)
-VALUES ($1, $2, $3, now() + $4::bigint * interval '1 microsecond')
+-- request_hash ($5, NULL when none) is the request the key answers.
+INSERT INTO idempotency_receipts (workspace_id, key, run_id, expires_at, request_hash)
+VALUES ($1, $2, $3, now() + $4::bigint * interval '1 microsecond', $5)
 ON CONFLICT (workspace_id, key) DO UPDATE
-   SET run_id = excluded.run_id, created_at = excluded.created_at, expires_at = excluded.expires_at
+   SET run_id = excluded.run_id, created_at = excluded.created_at, expires_at = excluded.expires_at,
+       request_hash = excluded.request_hash
  WHERE idempotency_receipts.expires_at < now();
 
 -- name: receipt_run
-SELECT run_id::text FROM idempotency_receipts WHERE workspace_id = $1 AND key = $2;
+SELECT run_id::text, coalesce(request_hash, '') FROM idempotency_receipts WHERE workspace_id = $1 AND key = $2;
 
 -- name: expired_leases
 -- The sweep's selection: walks idx_workflow_runs_lease_until in lease order
@@ -734,6 +824,72 @@ ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint WHERE wake_key
 
 -- name: get_wake_key
 SELECT id, fingerprint, created_at FROM wake_keys WHERE id = $1;
+
+-- name: session_list
+-- A session's variables by key (the primary key's order), expired ones
+-- left out.
+SELECT workspace_id, session_id, key, value_json::text, coalesce(origin_run_id::text, ''), keep_until, updated_at
+  FROM workflow_session_vars
+ WHERE workspace_id = $1 AND session_id = $2
+   AND (keep_until IS NULL OR keep_until >= now())
+ ORDER BY key;
+
+-- name: session_delete
+-- An operator's delete of one variable; an expired one is absent (the GC
+-- removes it).
+DELETE FROM workflow_session_vars
+ WHERE workspace_id = $1 AND session_id = $2 AND key = $3
+   AND (keep_until IS NULL OR keep_until >= now())
+RETURNING workspace_id, session_id, key;
+
+-- The operator API (state.Operator) --------------------------------------
+
+-- name: insert_api_key
+INSERT INTO api_keys (id, workspace_id, env, role, key_hash, name)
+VALUES ($1, $2, $3, $4, $5, $6)
+RETURNING id::text, workspace_id, env, role, name, created_at, revoked_at;
+
+-- name: list_api_keys
+-- Oldest first; revoked keys only when $2.
+SELECT id::text, workspace_id, env, role, name, created_at, revoked_at FROM api_keys
+ WHERE ($1::text = '' OR workspace_id = $1) AND ($2::boolean OR revoked_at IS NULL)
+ ORDER BY created_at, id;
+
+-- name: revoke_api_key
+-- A key already revoked keeps its revoked_at.
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+ WHERE id = $1 AND ($2::text = '' OR workspace_id = $2)
+RETURNING id::text, workspace_id, env, role, name, created_at, revoked_at;
+
+-- name: api_key_by_hash
+SELECT id::text, workspace_id, env, role, name, created_at, revoked_at FROM api_keys WHERE key_hash = $1;
+
+-- name: api_keys_configured
+SELECT EXISTS (SELECT 1 FROM api_keys);
+
+-- name: list_definitions
+-- A workspace's workflows by name, each at its current revision (the most
+-- recently applied, as get_definition_latest): one ordered walk of
+-- idx_workflow_definitions_current.
+SELECT DISTINCT ON (name) id::text, workspace_id, name, revision, spec_json, source, created_at
+  FROM workflow_definitions WHERE workspace_id = $1
+ ORDER BY name, applied_at DESC, seq DESC;
+
+-- name: list_revisions
+-- One workflow's revisions, the current one first.
+SELECT id::text, workspace_id, name, revision, spec_json, source, created_at
+  FROM workflow_definitions WHERE workspace_id = $1 AND name = $2
+ ORDER BY applied_at DESC, seq DESC;
+
+-- name: find_run_ids
+-- The runs whose id starts with a prefix: ids from $1 to $2 (the prefix
+-- padded with 0s and with fs to a whole uuid), a range of the primary key
+-- read in its order (workflow_runs.id: a bare id is the text column).
+SELECT id::text FROM workflow_runs
+ WHERE id BETWEEN $1::uuid AND $2::uuid
+   AND CASE WHEN $3::text = '' THEN true ELSE workspace_id = $3::text END
+ ORDER BY workflow_runs.id
+ LIMIT $4;
 
 -- The outbox (SPEC §8) -----------------------------------------------------
 

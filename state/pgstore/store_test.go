@@ -122,7 +122,15 @@ func share(t *testing.T, a state.Adapter) state.Adapter {
 }
 
 func TestConformance(t *testing.T) {
-	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen, Share: share})
+	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen, Share: share, SetCreatedAt: setCreatedAt})
+}
+
+// setCreatedAt is the statetest SetCreatedAt.
+func setCreatedAt(t *testing.T, a state.Adapter, at time.Time, ids ...string) {
+	t.Helper()
+	if _, err := a.(*pgstore.Store).Pool().Exec(t.Context(), `UPDATE workflow_runs SET created_at = $1 WHERE id = ANY ($2::uuid[])`, at, ids); err != nil {
+		t.Fatalf("set created_at of %v: %v", ids, err)
+	}
 }
 
 // TestConformanceStatements runs the suite with the step writes executed
@@ -134,7 +142,7 @@ func TestConformanceStatements(t *testing.T) {
 		cfg := pgstore.Config{Schema: newSchema(t), Hooks: hooks}
 		pgstore.StatementsOnly(&cfg)
 		return openConfig(t, cfg)
-	}, statetest.Options{})
+	}, statetest.Options{SetCreatedAt: setCreatedAt})
 }
 
 // TestSchemaIsolation: two stores on two schemas of one database share

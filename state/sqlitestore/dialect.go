@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,7 +25,8 @@ import (
 var queriesSQL string
 
 // Queries holds every statement of queries.sql by name, the column lists
-// of the core's scans substituted and now() turned into the database
+// of the core's scans and the shared parts (blocks named _*, written
+// /*_name*/ where they go) substituted and now() turned into the database
 // clock.
 var Queries = func() map[string]string {
 	m := sqlq.MustParseWith(queriesSQL, map[string]string{
@@ -42,7 +44,16 @@ var Queries = func() map[string]string {
 	coalesce(key_id, ''), wake_at, expires_at, status, payload_json, notify_json,
 	notified_at, notify_tries, created_at, consumed_at`,
 	})
+	var pairs []string
 	for name, text := range m {
+		if strings.HasPrefix(name, "_") {
+			pairs = append(pairs, "/*"+name+"*/", text)
+			delete(m, name)
+		}
+	}
+	parts := strings.NewReplacer(pairs...)
+	for name, text := range m {
+		text = parts.Replace(text)
 		m[name] = nowCall.ReplaceAllStringFunc(text, func(call string) string {
 			if mod := nowCall.FindStringSubmatch(call)[1]; mod != "" {
 				return "strftime('%Y-%m-%dT%H:%M:%fZ','now', " + mod + ")"
@@ -134,6 +145,10 @@ func (d *dialect) TimeHolder() (any, func() time.Time) {
 		return t.UTC()
 	}
 }
+
+// TimePrecision: times are stored and bound as text with milliseconds
+// (timeLayout truncates a bound time to them).
+func (d *dialect) TimePrecision() time.Duration { return time.Millisecond }
 
 // Translate maps "no rows" and constraint violations (ErrConflict).
 func (d *dialect) Translate(err error) error {

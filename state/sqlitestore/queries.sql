@@ -330,13 +330,97 @@ RETURNING workspace_id, env, attempt, coalesce(runner_pool, '');
 -- name: get_run
 SELECT /*run_columns*/ FROM workflow_runs WHERE id = ?1 AND (?2 = '' OR workspace_id = ?2);
 
+-- The run listing (ListRuns), newest first: (created_at, id) descending,
+-- keyset-paged. Every variant takes the same arguments: ?1 workspace, ?2
+-- workflow name, ?3 statuses, ?4 env, ?5 parent run (NULL: any), ?6 stale
+-- before (NULL: any), ?7 created at or after (NULL: any), ?8 dead-lettered
+-- only, ?9 ?10 the position to list below (created_at, id; NULL: the top),
+-- ?11 the limit. The core picks the variant whose index serves the
+-- filters it was given (see state/pgstore/queries.sql, whose CASE forms
+-- these follow): the leading
+-- columns of each variant's index are plain equalities, and the position
+-- is a row comparison on the index's order, so a page starts at its first
+-- row however deep it is. Times compare as text: every one is stored and
+-- bound as RFC 3339 UTC with milliseconds. INDEXED BY pins the index a
+-- variant is written for: without statistics the planner may take the
+-- workspace index for a status range (reading past every run of the
+-- other statuses), and a schema change that dropped the index fails the
+-- statement instead of slowing it.
+
+-- name: _runs_filter
+   AND CASE WHEN ?2 = '' THEN 1 ELSE workflow_name = ?2 END
+   AND CASE WHEN ?4 = '' THEN 1 ELSE env = ?4 END
+   AND CASE WHEN ?6 IS NULL THEN 1
+            ELSE status = 'running' AND coalesce(last_heartbeat, started_at) < ?6 END
+   AND CASE WHEN ?8 THEN dead_lettered ELSE 1 END
+   AND created_at >= coalesce(?7, '')
+   AND (created_at, id) < (coalesce(?9, '9999-12-31T23:59:59.999Z'),
+                           coalesce(?10, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+
 -- name: list_runs
+-- A workspace's runs: idx_workflow_runs_workspace_list, in order.
+SELECT /*run_columns*/ FROM workflow_runs INDEXED BY idx_workflow_runs_workspace_list
+ WHERE workspace_id = ?1
+   AND CASE WHEN ?3 = '[]' THEN 1 ELSE status IN (SELECT value FROM json_each(?3)) END
+   AND CASE WHEN ?5 IS NULL THEN 1 ELSE parent_run_id = ?5 END
+/*_runs_filter*/
+ ORDER BY created_at DESC, id DESC
+ LIMIT ?11;
+
+-- name: list_runs_status
+-- A workspace's runs in statuses ?3 (distinct): one ordered range of
+-- idx_workflow_runs_workspace_status_list per status, each cut at the
+-- limit (the correlated subquery is SQLite's lateral join), then the
+-- newest of them; not every run of those statuses sorted, nor every run
+-- of the workspace read past the ones in other statuses.
 SELECT /*run_columns*/ FROM workflow_runs
- WHERE (?1 = '' OR workspace_id = ?1)
-   AND (?2 = '' OR workflow_name = ?2)
-   AND (?3 = '[]' OR status IN (SELECT value FROM json_each(?3)))
- ORDER BY created_at DESC, rowid DESC
- LIMIT ?4;
+ WHERE rowid IN (
+       SELECT r.rowid
+         FROM json_each(?3) AS s, workflow_runs AS r
+        WHERE r.rowid IN (
+              SELECT rowid FROM workflow_runs INDEXED BY idx_workflow_runs_workspace_status_list
+               WHERE workspace_id = ?1 AND status = s.value
+                 AND CASE WHEN ?5 IS NULL THEN 1 ELSE parent_run_id = ?5 END
+/*_runs_filter*/
+               ORDER BY created_at DESC, id DESC
+               LIMIT ?11))
+ ORDER BY created_at DESC, id DESC
+ LIMIT ?11;
+
+-- name: list_runs_any
+-- Every workspace's runs (?1 is ''): the workspaces are found by a loose
+-- scan of idx_workflow_runs_workspace_list (one probe each), then each
+-- one's newest runs read as list_runs reads them, and the newest of
+-- those returned; no sort of the whole table.
+WITH RECURSIVE ws(w) AS (
+       SELECT min(workspace_id) FROM workflow_runs
+       UNION ALL
+       SELECT (SELECT min(workspace_id) FROM workflow_runs WHERE workspace_id > ws.w) FROM ws WHERE ws.w IS NOT NULL)
+SELECT /*run_columns*/ FROM workflow_runs
+ WHERE rowid IN (
+       SELECT r.rowid
+         FROM ws, workflow_runs AS r
+        WHERE r.rowid IN (
+              SELECT rowid FROM workflow_runs INDEXED BY idx_workflow_runs_workspace_list
+               WHERE workspace_id = ws.w
+                 AND CASE WHEN ?1 = '' THEN 1 ELSE workspace_id = ?1 END
+                 AND CASE WHEN ?3 = '[]' THEN 1 ELSE status IN (SELECT value FROM json_each(?3)) END
+                 AND CASE WHEN ?5 IS NULL THEN 1 ELSE parent_run_id = ?5 END
+/*_runs_filter*/
+               ORDER BY created_at DESC, id DESC
+               LIMIT ?11))
+ ORDER BY created_at DESC, id DESC
+ LIMIT ?11;
+
+-- name: list_runs_children
+-- The child runs of run ?5 (idx_workflow_runs_parent), sorted.
+SELECT /*run_columns*/ FROM workflow_runs
+ WHERE parent_run_id = ?5
+   AND CASE WHEN ?1 = '' THEN 1 ELSE workspace_id = ?1 END
+   AND CASE WHEN ?3 = '[]' THEN 1 ELSE status IN (SELECT value FROM json_each(?3)) END
+/*_runs_filter*/
+ ORDER BY created_at DESC, id DESC
+ LIMIT ?11;
 
 -- name: list_steps
 -- rowid: first-start order (an upsert keeps it).
@@ -368,14 +452,16 @@ SELECT run_id, scope_path, step_id, attempt, context_json, outputs_json,
 
 -- name: upsert_receipt
 -- Takes the key unless an unexpired receipt holds it.
-INSERT INTO idempotency_receipts (workspace_id, key, run_id, expires_at)
-VALUES (?1, ?2, ?3, now(?4))
+-- request_hash (?5, NULL when none) is the request the key answers.
+INSERT INTO idempotency_receipts (workspace_id, key, run_id, expires_at, request_hash)
+VALUES (?1, ?2, ?3, now(?4), ?5)
 ON CONFLICT (workspace_id, key) DO UPDATE
-   SET run_id = excluded.run_id, created_at = excluded.created_at, expires_at = excluded.expires_at
+   SET run_id = excluded.run_id, created_at = excluded.created_at, expires_at = excluded.expires_at,
+       request_hash = excluded.request_hash
  WHERE idempotency_receipts.expires_at < now();
 
 -- name: receipt_run
-SELECT run_id FROM idempotency_receipts WHERE workspace_id = ?1 AND key = ?2;
+SELECT run_id, coalesce(request_hash, '') FROM idempotency_receipts WHERE workspace_id = ?1 AND key = ?2;
 
 -- name: expired_leases
 SELECT id, workspace_id, env, attempt, max_attempts, recovery_mode, coalesce(leased_by, ''),
@@ -700,6 +786,76 @@ ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint WHERE wake_key
 
 -- name: get_wake_key
 SELECT id, fingerprint, created_at FROM wake_keys WHERE id = ?1;
+
+-- name: session_list
+-- A session's variables by key (the primary key's order), expired ones
+-- left out.
+SELECT workspace_id, session_id, key, value_json, coalesce(origin_run_id, ''), keep_until, updated_at
+  FROM workflow_session_vars
+ WHERE workspace_id = ?1 AND session_id = ?2
+   AND (keep_until IS NULL OR keep_until >= now())
+ ORDER BY key;
+
+-- name: session_delete
+-- An operator's delete of one variable; an expired one is absent (the GC
+-- removes it).
+DELETE FROM workflow_session_vars
+ WHERE workspace_id = ?1 AND session_id = ?2 AND key = ?3
+   AND (keep_until IS NULL OR keep_until >= now())
+RETURNING workspace_id, session_id, key;
+
+-- The operator API (state.Operator) --------------------------------------
+
+-- name: insert_api_key
+INSERT INTO api_keys (id, workspace_id, env, role, key_hash, name)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+RETURNING id, workspace_id, env, role, name, created_at, revoked_at;
+
+-- name: list_api_keys
+-- Oldest first (rowid: insertion order within a millisecond); revoked
+-- keys only when ?2.
+SELECT id, workspace_id, env, role, name, created_at, revoked_at FROM api_keys
+ WHERE (?1 = '' OR workspace_id = ?1) AND (?2 OR revoked_at IS NULL)
+ ORDER BY created_at, rowid;
+
+-- name: revoke_api_key
+-- A key already revoked keeps its revoked_at.
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+ WHERE id = ?1 AND (?2 = '' OR workspace_id = ?2)
+RETURNING id, workspace_id, env, role, name, created_at, revoked_at;
+
+-- name: api_key_by_hash
+SELECT id, workspace_id, env, role, name, created_at, revoked_at FROM api_keys WHERE key_hash = ?1;
+
+-- name: api_keys_configured
+SELECT EXISTS (SELECT 1 FROM api_keys);
+
+-- name: list_definitions
+-- A workspace's workflows by name, each at its current revision (the most
+-- recently applied, as get_definition_latest).
+SELECT id, workspace_id, name, revision, spec_json, source, created_at
+  FROM (SELECT id, workspace_id, name, revision, spec_json, source, created_at,
+               row_number() OVER (PARTITION BY name ORDER BY applied_at DESC, rowid DESC) AS current
+          FROM workflow_definitions WHERE workspace_id = ?1)
+ WHERE current = 1
+ ORDER BY name;
+
+-- name: list_revisions
+-- One workflow's revisions, the current one first.
+SELECT id, workspace_id, name, revision, spec_json, source, created_at
+  FROM workflow_definitions WHERE workspace_id = ?1 AND name = ?2
+ ORDER BY applied_at DESC, rowid DESC;
+
+-- name: find_run_ids
+-- The runs whose id starts with a prefix: ids from ?1 to ?2 (the prefix
+-- padded with 0s and with fs to a whole uuid; ids are stored in canonical
+-- lower-case text, which sorts as the uuids do), a range of the primary
+-- key.
+SELECT id FROM workflow_runs
+ WHERE id BETWEEN ?1 AND ?2
+   AND CASE WHEN ?3 = '' THEN 1 ELSE workspace_id = ?3 END
+ ORDER BY id
+ LIMIT ?4;
 
 -- The outbox (SPEC §8) -----------------------------------------------------
 

@@ -2,6 +2,7 @@ package sqlitestore_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -71,8 +72,21 @@ func share(t *testing.T, a state.Adapter) state.Adapter {
 	return open(t, path.(string), nil)
 }
 
+// setCreatedAt is the statetest SetCreatedAt: created_at as SQLite stores
+// every time (RFC 3339 UTC text with milliseconds).
+func setCreatedAt(t *testing.T, a state.Adapter, at time.Time, ids ...string) {
+	t.Helper()
+	db := a.(interface{ DB() *sql.DB }).DB()
+	for _, id := range ids {
+		if _, err := db.ExecContext(t.Context(), `UPDATE workflow_runs SET created_at = ?1 WHERE id = ?2`,
+			at.UTC().Format("2006-01-02T15:04:05.000Z"), id); err != nil {
+			t.Fatalf("set created_at of %s: %v", id, err)
+		}
+	}
+}
+
 func TestConformance(t *testing.T) {
-	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen, Share: share})
+	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen, Share: share, SetCreatedAt: setCreatedAt})
 }
 
 // TestReopenKeepsCommittedWrites closes the store mid-run and opens the

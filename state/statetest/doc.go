@@ -32,7 +32,8 @@
 //   - the payload of node_start, node_retry and node_complete events, and of
 //     node_error when the caller gives none, is a JSON object with a "try"
 //     number; the payload of a phase event has a "phase" string;
-//   - ListRuns breaks ties in created_at by insertion order (newest first);
+//   - ListRuns orders by (created_at, id) descending, so runs sharing a
+//     created_at (enqueued within the store's time precision) come by id;
 //   - a succeeded step is final within its attempt: any further step write
 //     about it returns ErrConflict and writes nothing (its checkpoint
 //     stands), while skipped and failed steps may be recorded again, as a

@@ -2,12 +2,35 @@ package statetest
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 )
+
+// listingOrder is the ids of runs in ListRuns' order: (created_at, id)
+// descending, created_at as stored (read back).
+func listingOrder(h *harness, runs []*starflowtype.Run) []string {
+	h.t.Helper()
+	stored := make([]*starflowtype.Run, len(runs))
+	for i, r := range runs {
+		stored[i] = h.getRun(r.ID)
+	}
+	slices.SortFunc(stored, func(a, b *starflowtype.Run) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	out := make([]string, len(stored))
+	for i, r := range stored {
+		out[i] = r.ID
+	}
+	return out
+}
 
 // testLists: ListRuns filters and order, ListSteps and ListCheckpoints by
 // attempt, ListEvents paging, GetRun misses.
@@ -17,7 +40,8 @@ func (s *suite) testLists(t *testing.T) {
 	t.Run("Runs", func(t *testing.T) {
 		t.Parallel()
 		h := s.stored(t)
-		// Enqueued in this order; newest first means the reverse.
+		// Enqueued in this order; newest first is the reverse (but for runs
+		// that share a created_at, see newest below).
 		a := h.enqueue(&state.EnqueueRunParams{WorkflowName: "orders"})
 		b := h.enqueue(&state.EnqueueRunParams{WorkflowName: "billing"})
 		c := h.enqueue(&state.EnqueueRunParams{WorkflowName: "orders", Priority: 2})
@@ -30,6 +54,12 @@ func (s *suite) testLists(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		// Newest first: (created_at, id) descending. Runs enqueued within
+		// the store's time precision share a created_at; their ids order
+		// them.
+		newest := func(runs ...*starflowtype.Run) []string {
+			return listingOrder(h, runs)
+		}
 		ids := func(p *state.ListRunsParams) []string {
 			t.Helper()
 			runs, err := h.a.ListRuns(h.ctx(), p)
@@ -47,17 +77,17 @@ func (s *suite) testLists(t *testing.T) {
 			p    *state.ListRunsParams
 			want []string
 		}{
-			{"all", &state.ListRunsParams{}, []string{e.ID, d.ID, c.ID, b.ID, a.ID}},
-			{"limit 2", &state.ListRunsParams{Limit: 2}, []string{e.ID, d.ID}},
-			{"workflow orders", &state.ListRunsParams{WorkflowName: "orders"}, []string{e.ID, d.ID, c.ID, a.ID}},
+			{"all", &state.ListRunsParams{}, newest(a, b, c, d, e)},
+			{"limit 2", &state.ListRunsParams{Limit: 2}, newest(a, b, c, d, e)[:2]},
+			{"workflow orders", &state.ListRunsParams{WorkflowName: "orders"}, newest(a, c, d, e)},
 			{"workflow billing", &state.ListRunsParams{WorkflowName: "billing"}, []string{b.ID}},
 			{"workflow none", &state.ListRunsParams{WorkflowName: "none"}, []string{}},
-			{"status queued", &state.ListRunsParams{Status: []starflowtype.RunStatus{starflowtype.RunQueued}}, []string{d.ID, b.ID, a.ID}},
-			{"status running or succeeded", &state.ListRunsParams{Status: []starflowtype.RunStatus{starflowtype.RunRunning, starflowtype.RunSucceeded}}, []string{e.ID, c.ID}},
+			{"status queued", &state.ListRunsParams{Status: []starflowtype.RunStatus{starflowtype.RunQueued}}, newest(a, b, d)},
+			{"status running or succeeded", &state.ListRunsParams{Status: []starflowtype.RunStatus{starflowtype.RunRunning, starflowtype.RunSucceeded}}, newest(c, e)},
 			{"status failed", &state.ListRunsParams{Status: []starflowtype.RunStatus{starflowtype.RunFailed}}, []string{}},
-			{"workspace default", &state.ListRunsParams{WorkspaceID: state.DefaultWorkspace}, []string{e.ID, c.ID, b.ID, a.ID}},
-			{"workspace acme", &state.ListRunsParams{WorkspaceID: "acme"}, []string{d.ID}},
-			{"orders, queued, limit 1", &state.ListRunsParams{WorkflowName: "orders", Status: []starflowtype.RunStatus{starflowtype.RunQueued}, Limit: 1}, []string{d.ID}},
+			{"workspace default", &state.ListRunsParams{WorkspaceID: state.DefaultWorkspace}, newest(a, b, c, e)},
+			{"workspace acme", &state.ListRunsParams{WorkspaceID: "acme"}, newest(d)},
+			{"orders, queued, limit 1", &state.ListRunsParams{WorkflowName: "orders", Status: []starflowtype.RunStatus{starflowtype.RunQueued}, Limit: 1}, newest(a, d)[:1]},
 		} {
 			equal(t, "ListRuns "+c2.what, dump(ids(c2.p)), dump(c2.want))
 		}

@@ -2,6 +2,7 @@ package statetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/starflow/starflow/state"
 )
@@ -32,6 +33,12 @@ type Options struct {
 	// (registering its Close with t.Cleanup). The leader-election cases
 	// then campaign from both; without it, from two candidates of a.
 	Share func(t *testing.T, a state.Adapter) state.Adapter
+	// SetCreatedAt, when set, sets the created_at of runs ids (of a,
+	// which an Opener returned) to at, a whole millisecond, as if they
+	// had been enqueued at that instant (PostgreSQL stamps every run of
+	// one transaction with its start). The listing cases then page
+	// through runs that share a created_at; without it they are skipped.
+	SetCreatedAt func(t *testing.T, a state.Adapter, at time.Time, ids ...string)
 }
 
 // Run runs the conformance suite against the adapters open returns (one
@@ -75,6 +82,8 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("Hooks", s.testHooks)
 	t.Run("Outbox", s.testOutbox)
 	t.Run("Lists", s.testLists)
+	t.Run("RunListing", s.testRunListing)
+	t.Run("API", s.testAPI)
 	t.Run("Durability", s.testDurability)
 	t.Run("Waits", s.testWaits)
 	t.Run("Sessions", s.testSessions)

@@ -1,0 +1,229 @@
+// Package api holds the wire types of Starflow's HTTP API: the JSON
+// bodies the server (`starflow server`, `starflow dev`) reads and writes
+// and the Go client (package client) sends and decodes. The server
+// generates its OpenAPI 3.1 document (GET /openapi.json) from these types;
+// docs/api.md describes the routes, auth and roles.
+//
+// Runs, steps, events, checkpoints, waits, definitions and session
+// variables travel as their starflowtype shapes. Timestamps are RFC 3339
+// (UTC); durations are Go duration strings ("30s", "1h30m").
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/starflow/starflow/starflowtype"
+)
+
+// Problem is an RFC 9457 problem document, the body of every error
+// answer (Content-Type application/problem+json). Code is set on 409s:
+// CodeConflict, CodeRevisionMismatch, CodeNoCheckpoint.
+type Problem struct {
+	Type   string `json:"type,omitempty" doc:"A URI naming the problem type; about:blank when it is only the status."`
+	Title  string `json:"title" doc:"A short summary of the problem type."`
+	Status int    `json:"status" doc:"The HTTP status code."`
+	Detail string `json:"detail,omitempty" doc:"What went wrong with this request, and what to do."`
+	Code   string `json:"code,omitempty" doc:"A machine-readable reason on 409s: conflict, revision_mismatch, no_checkpoint."`
+	// Errors are the invalid fields of a request that failed validation.
+	Errors []ProblemError `json:"errors,omitempty" doc:"The invalid parts of the request, when it failed validation."`
+}
+
+// ProblemError is one invalid part of a request: where (a JSON path such
+// as body.input or query.limit) and what.
+type ProblemError struct {
+	Message  string `json:"message"`
+	Location string `json:"location,omitempty"`
+	Value    any    `json:"value,omitempty"`
+}
+
+// Codes of 409 problems (Problem.Code).
+const (
+	CodeConflict         = "conflict"
+	CodeRevisionMismatch = "revision_mismatch"
+	CodeNoCheckpoint     = "no_checkpoint"
+)
+
+// Error implements error: the client returns a *Problem for every non-2xx
+// answer.
+func (p *Problem) Error() string {
+	if p.Detail != "" {
+		return p.Detail
+	}
+	return p.Title
+}
+
+// GetStatus is the HTTP status (the server's error interface).
+func (p *Problem) GetStatus() int { return p.Status }
+
+// ContentType is the media type of a problem document.
+func (p *Problem) ContentType(string) string { return "application/problem+json" }
+
+// WorkflowList is the body of GET /api/workflows: each workflow's current
+// revision (without spec and source), by name.
+type WorkflowList struct {
+	Workflows []*starflowtype.Definition `json:"workflows"`
+}
+
+// RevisionList is the body of GET /api/workflows/{name}/revisions: every
+// applied revision, the most recently applied first.
+type RevisionList struct {
+	Revisions []*starflowtype.Definition `json:"revisions"`
+}
+
+// Applied is the body of PUT /api/workflows/{name}: the stored revision,
+// and whether it differs from the revision that was current before.
+type Applied struct {
+	Definition *starflowtype.Definition `json:"definition"`
+	Changed    bool                     `json:"changed" doc:"False when the source is exactly the current revision."`
+}
+
+// Validation is the body of POST /admin/validate.
+type Validation struct {
+	Valid  bool              `json:"valid"`
+	Errors []ValidationError `json:"errors"`
+}
+
+// ValidationError is one problem of a definition, 1-based; Column 0 means
+// the line only, Line 0 no known position.
+type ValidationError struct {
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Message string `json:"message"`
+}
+
+// EnqueueRequest is the body of POST /run/{workflow}/enqueue. Only Input
+// is required.
+type EnqueueRequest struct {
+	Input        json.RawMessage           `json:"input" doc:"The run input: a JSON object, checked against the definition's input_schema."`
+	RecoveryMode starflowtype.RecoveryMode `json:"recovery_mode,omitempty" enum:"replay,resume,manual" doc:"Overrides the definition's recovery mode."`
+	Pool         string                    `json:"pool,omitempty" maxLength:"200" doc:"Runner pool; default the definition's runner_pool, or any."`
+	Priority     int                       `json:"priority,omitempty" doc:"Higher is claimed first."`
+	Delay        string                    `json:"delay,omitempty" maxLength:"40" doc:"Available only after this long: a Go duration such as 30s or 1h."`
+	MaxAttempts  int                       `json:"max_attempts,omitempty" minimum:"0" maximum:"1000" doc:"Overrides the definition's max_attempts."`
+	Revision     string                    `json:"revision,omitempty" maxLength:"64" doc:"A stored revision (sha256 hex); default the current one."`
+}
+
+// RunList is a page of runs: GET /api/runs, GET /api/dead-letters,
+// GET /api/runs/{id}/children. NextCursor is "" on the last page.
+type RunList struct {
+	Runs       []*starflowtype.Run `json:"runs"`
+	NextCursor string              `json:"next_cursor,omitempty" doc:"Pass as cursor for the next page; absent on the last page."`
+}
+
+// Ledger is the body of GET /api/runs/{id}/ledger (seed 003): the run,
+// its step rows (every attempt, in start order) and its events (id order).
+type Ledger struct {
+	Run    *starflowtype.Run     `json:"run"`
+	Steps  []*starflowtype.Step  `json:"steps"`
+	Events []*starflowtype.Event `json:"events"`
+}
+
+// EventList is the body of GET /api/runs/{id}/events.
+type EventList struct {
+	Events []*starflowtype.Event `json:"events"`
+}
+
+// CheckpointList is the body of GET /api/runs/{id}/checkpoints.
+type CheckpointList struct {
+	Checkpoints []*starflowtype.Checkpoint `json:"checkpoints"`
+}
+
+// WaitList is the body of GET /api/runs/{id}/waits (token hashes left
+// out).
+type WaitList struct {
+	Waits []*starflowtype.Wait `json:"waits"`
+}
+
+// ResumeRequest is the body of POST /api/runs/{id}/resume.
+type ResumeRequest struct {
+	Mode     starflowtype.RecoveryMode `json:"mode,omitempty" enum:"resume,replay" doc:"resume (restore committed steps; default) or replay (start over)."`
+	Revision string                    `json:"revision,omitempty" enum:"pinned,current" doc:"pinned (the run's revision; default) or current (the newest applied)."`
+}
+
+// SignalRequest is the body of POST /api/runs/{id}/signal.
+type SignalRequest struct {
+	Name    string          `json:"name" minLength:"1" maxLength:"200" doc:"The signal a wait step waits for."`
+	Payload json.RawMessage `json:"payload,omitempty" doc:"The wait step's output (default null)."`
+}
+
+// KeySignalRequest is the body of POST /api/signals: a signal addressed
+// by correlation key.
+type KeySignalRequest struct {
+	Name           string          `json:"name" minLength:"1" maxLength:"200"`
+	CorrelationKey string          `json:"correlation_key" minLength:"1" maxLength:"500"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+}
+
+// SignalResult says where a signal went: Wait when it woke one, Inbox
+// when no wait was pending and it is held for the first to register.
+type SignalResult struct {
+	Wait  *starflowtype.Wait       `json:"wait,omitempty"`
+	Inbox *starflowtype.InboxEntry `json:"inbox,omitempty"`
+}
+
+// SessionVarList is the body of GET /api/sessions/{session}/vars.
+type SessionVarList struct {
+	Vars []*starflowtype.SessionVar `json:"vars"`
+}
+
+// SessionVarRequest is the body of PUT /api/sessions/{session}/vars/{key}.
+type SessionVarRequest struct {
+	Value   json.RawMessage `json:"value" doc:"Any JSON value."`
+	KeepFor string          `json:"keep_for,omitempty" maxLength:"40" doc:"Remove the variable this long after the write (a Go duration); default kept until deleted."`
+}
+
+// KeyRequest is the body of POST /api/keys: a new key in the caller's
+// workspace.
+type KeyRequest struct {
+	Name string            `json:"name" minLength:"1" maxLength:"200"`
+	Role starflowtype.Role `json:"role" enum:"viewer,operator,admin"`
+	Env  string            `json:"env,omitempty" maxLength:"100" doc:"Limit the key to runs of this env; default every env."`
+}
+
+// CreatedKey is the answer to POST /api/keys: the key row and, once, the
+// key itself (sf_…).
+type CreatedKey struct {
+	Key    *starflowtype.APIKey `json:"key"`
+	Secret string               `json:"secret" doc:"The key to send as Authorization: Bearer; shown only now."`
+}
+
+// KeyList is the body of GET /api/keys.
+type KeyList struct {
+	Keys []*starflowtype.APIKey `json:"keys"`
+}
+
+// Ready is the body of GET /readyz.
+type Ready struct {
+	Ready   bool      `json:"ready"`
+	Detail  string    `json:"detail,omitempty"`
+	Checked time.Time `json:"checked_at"`
+}
+
+// LiveEvent is the data of an `event` message on a live SSE stream: one
+// event of the run, as the warm tier's feed (or the cold store without
+// one) holds it. Its id is the event's id.
+type LiveEvent struct {
+	ID        int64           `json:"id"`
+	RunID     string          `json:"run_id"`
+	Attempt   int             `json:"attempt"`
+	Type      string          `json:"event_type"`
+	NodeID    string          `json:"node_id,omitempty"`
+	ScopePath string          `json:"scope_path,omitempty"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// LiveRun is the data of a `run` message on a live SSE stream: a run's
+// state when it changed.
+type LiveRun struct {
+	RunID        string                 `json:"run_id"`
+	WorkflowName string                 `json:"workflow_name"`
+	Status       starflowtype.RunStatus `json:"status"`
+	Phase        string                 `json:"phase,omitempty"`
+	Attempt      int                    `json:"attempt"`
+	Error        string                 `json:"error,omitempty"`
+	Output       json.RawMessage        `json:"output,omitempty"`
+	Version      int64                  `json:"version,omitempty"`
+	UpdatedAt    time.Time              `json:"updated_at"`
+}

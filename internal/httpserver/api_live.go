@@ -1,0 +1,337 @@
+package httpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/api"
+	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/warm"
+)
+
+// Live streams (Server-Sent Events).
+const (
+	// livePoll is how often a stream looks for changes.
+	livePoll = 250 * time.Millisecond
+	// liveRunsPoll is how often the all-runs stream reads the warm tier.
+	liveRunsPoll = time.Second
+	// liveKeepAlive is how often an idle stream sends a comment, so
+	// proxies and the write deadline keep it open.
+	liveKeepAlive = 10 * time.Second
+	// liveWriteTimeout bounds one write of a stream.
+	liveWriteTimeout = 30 * time.Second
+)
+
+type liveRunInput struct {
+	RunIDParam
+	LastEventID string `header:"Last-Event-ID" maxLength:"20" doc:"Resume after this event id (sent by EventSource on reconnect)."`
+	After       int64  `query:"after" minimum:"0" doc:"Start after this event id (when no Last-Event-ID is sent)."`
+}
+
+type liveRunsInput struct {
+	LastEventID string `header:"Last-Event-ID" maxLength:"20" doc:"Resume after this position (the id of the last message seen)."`
+}
+
+// sseResponse documents a text/event-stream answer.
+func sseResponse(o huma.Operation, what string) huma.Operation {
+	o.Responses = map[string]*huma.Response{"200": {
+		Description: what,
+		Content:     map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Type: huma.TypeString}}},
+	}}
+	return o
+}
+
+func (s *apiServer) registerLive() {
+	huma.Register(s.api, sseResponse(withErrors(op("stream-live-run", http.MethodGet, "/api/live/runs/{id}", starflowtype.RoleViewer,
+		"Stream a run's changes as Server-Sent Events until it settles", "live"), http.StatusNotFound, http.StatusServiceUnavailable),
+		"Messages `event` (data: LiveEvent, id: the event's id) and `run` (data: LiveRun, when its status, phase or version changes); the stream ends after the run settles. Read from the warm tier, or the cold store when there is none."),
+		func(ctx context.Context, in *liveRunInput) (*huma.StreamResponse, error) {
+			r, err := s.run(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			after := in.After
+			if in.LastEventID != "" {
+				n, err := strconv.ParseInt(in.LastEventID, 10, 64)
+				if err != nil || n < 0 {
+					return nil, huma.Error400BadRequest(fmt.Sprintf("Last-Event-ID %q: want an event id", in.LastEventID))
+				}
+				after = n
+			}
+			feed := s.feedOf(ctx, r)
+			return &huma.StreamResponse{Body: func(hctx huma.Context) {
+				s.streamRun(hctx, feed, after)
+			}}, nil
+		})
+	huma.Register(s.api, sseResponse(withErrors(op("stream-live-runs", http.MethodGet, "/api/live/runs", starflowtype.RoleViewer,
+		"Stream every run's changes as Server-Sent Events (needs the warm tier)", "live"), http.StatusServiceUnavailable),
+		"Messages `run` (data: LiveRun), one per change, in update order; the id is the update time in microseconds since the epoch, so Last-Event-ID resumes after it."),
+		func(ctx context.Context, in *liveRunsInput) (*huma.StreamResponse, error) {
+			var since int64
+			if in.LastEventID != "" {
+				n, err := strconv.ParseInt(in.LastEventID, 10, 64)
+				if err != nil || n < 0 {
+					return nil, huma.Error400BadRequest(fmt.Sprintf("Last-Event-ID %q: want the id of a message of this stream", in.LastEventID))
+				}
+				since = n
+			}
+			rctx, cancel := s.ctx(ctx)
+			_, err := s.engine.LiveRuns(rctx)
+			cancel()
+			if err != nil {
+				return nil, liveUnavailable(err)
+			}
+			p := principalOf(ctx)
+			return &huma.StreamResponse{Body: func(hctx huma.Context) {
+				s.streamRuns(hctx, p, since)
+			}}, nil
+		})
+}
+
+// liveUnavailable is the 503 of a stream that needs the warm tier.
+func liveUnavailable(err error) error {
+	if errors.Is(err, starflow.ErrNoWarm) {
+		return huma.Error503ServiceUnavailable("this server runs without a warm tier (--warm): the live runs stream needs one; GET /api/runs lists runs")
+	}
+	return huma.Error503ServiceUnavailable("the warm tier did not answer; retry")
+}
+
+// runFeed is where a run's stream reads: the warm tier or the cold store.
+type runFeed struct {
+	s     *apiServer
+	runID string
+	warm  bool
+}
+
+// feedOf picks the warm tier when it holds (or will hold) the run, the
+// cold store otherwise (no warm tier, warm down, or a run that settled
+// and left warm).
+func (s *apiServer) feedOf(ctx context.Context, r *starflowtype.Run) *runFeed {
+	f := &runFeed{s: s, runID: r.ID}
+	rctx, cancel := s.ctx(ctx)
+	defer cancel()
+	_, err := s.engine.LiveRun(rctx, r.ID)
+	f.warm = err == nil || (errors.Is(err, starflowtype.ErrNotFound) && !starflow.Settled(r))
+	return f
+}
+
+func (f *runFeed) events(ctx context.Context, after int64) ([]api.LiveEvent, error) {
+	var out []api.LiveEvent
+	if f.warm {
+		evs, err := f.s.engine.LiveEvents(ctx, f.runID, after)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range evs {
+			out = append(out, api.LiveEvent{ID: e.ID, RunID: e.RunID, Attempt: e.Attempt, Type: e.EventType, NodeID: e.NodeID,
+				ScopePath: e.ScopePath, Payload: e.Payload, CreatedAt: e.CreatedAt})
+		}
+		return out, nil
+	}
+	evs, err := f.s.store.ListEvents(ctx, &state.ListEventsParams{RunID: f.runID, AfterID: after, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range evs {
+		out = append(out, api.LiveEvent{ID: e.ID, RunID: e.RunID, Attempt: e.Attempt, Type: string(e.Type), NodeID: e.NodeID,
+			ScopePath: e.ScopePath, Payload: e.Payload, CreatedAt: e.CreatedAt})
+	}
+	return out, nil
+}
+
+// state is the run's live state (nil while warm has no entry yet) and
+// whether it settled.
+func (f *runFeed) state(ctx context.Context) (*api.LiveRun, bool, error) {
+	if f.warm {
+		e, err := f.s.engine.LiveRun(ctx, f.runID)
+		if errors.Is(err, starflowtype.ErrNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		run := liveRunOf(e)
+		return run, starflow.Settled(&starflowtype.Run{Status: run.Status, ClaimState: starflowtype.ClaimState(e.ClaimState)}), nil
+	}
+	r, err := f.s.store.GetRun(ctx, &state.GetRunParams{ID: f.runID})
+	if err != nil {
+		return nil, false, err
+	}
+	return &api.LiveRun{RunID: r.ID, WorkflowName: r.WorkflowName, Status: r.Status, Phase: r.Phase, Attempt: r.Attempt,
+		Error: r.Error, Output: r.Output, UpdatedAt: r.UpdatedAt}, starflow.Settled(r), nil
+}
+
+func liveRunOf(e *warm.RunEntry) *api.LiveRun {
+	return &api.LiveRun{RunID: e.RunID, WorkflowName: e.WorkflowName, Status: starflowtype.RunStatus(e.Status), Phase: e.Phase,
+		Attempt: e.Attempt, Error: e.Error, Output: e.Output, Version: e.Version, UpdatedAt: e.UpdatedAt}
+}
+
+// sse writes Server-Sent Events, extending the write deadline per write.
+type sse struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newSSE(hctx huma.Context) *sse {
+	_, w := humago.Unwrap(hctx)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &sse{w: w, rc: http.NewResponseController(w)}
+	_ = s.flush()
+	return s
+}
+
+func (s *sse) send(event string, id int64, data any) error {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(liveWriteTimeout))
+	if _, err := fmt.Fprintf(s.w, "id: %d\nevent: %s\ndata: %s\n\n", id, event, raw); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+func (s *sse) keepAlive() error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(liveWriteTimeout))
+	if _, err := fmt.Fprint(s.w, ": keep-alive\n\n"); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+func (s *sse) flush() error { return s.rc.Flush() }
+
+// streamRun sends a run's events after `after` and its state changes
+// until it settles, the client leaves or the server stops.
+func (s *apiServer) streamRun(hctx huma.Context, f *runFeed, after int64) {
+	ctx := hctx.Context()
+	out := newSSE(hctx)
+	var last *api.LiveRun
+	lastWrite := time.Now()
+	settledPasses := 0
+	for {
+		rctx, cancel := s.ctx(ctx)
+		evs, err := f.events(rctx, after)
+		var cur *api.LiveRun
+		var settled bool
+		if err == nil {
+			cur, settled, err = f.state(rctx)
+		}
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.cfg.Logger.Warn("api: live stream read failed", "run_id", f.runID, "error", err)
+		}
+		for _, e := range evs {
+			if out.send("event", e.ID, e) != nil {
+				return
+			}
+			after, lastWrite = e.ID, time.Now()
+		}
+		if cur != nil && (last == nil || cur.Status != last.Status || cur.Phase != last.Phase || cur.Version != last.Version || cur.Attempt != last.Attempt) {
+			if out.send("run", after, cur) != nil {
+				return
+			}
+			last, lastWrite = cur, time.Now()
+		}
+		if settled {
+			// One more pass picks up events that reached the feed after
+			// the run's state did.
+			if settledPasses++; settledPasses > 1 {
+				return
+			}
+		}
+		if time.Since(lastWrite) >= liveKeepAlive {
+			if out.keepAlive() != nil {
+				return
+			}
+			lastWrite = time.Now()
+		}
+		if !s.sleep(ctx, livePoll) {
+			return
+		}
+	}
+}
+
+// streamRuns sends the warm run entries of p's workspace (and env) as
+// they change, each once per version, in update order.
+func (s *apiServer) streamRuns(hctx huma.Context, p *principal, since int64) {
+	ctx := hctx.Context()
+	out := newSSE(hctx)
+	versions := map[string]int64{}
+	envs := map[string]string{} // run id → env, read once when the key is env-limited
+	lastWrite := time.Now()
+	for {
+		rctx, cancel := s.ctx(ctx)
+		entries, err := s.engine.LiveRuns(rctx)
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("api: live runs read failed", "error", err)
+		}
+		slices.SortFunc(entries, func(a, b *warm.RunEntry) int { return a.UpdatedAt.Compare(b.UpdatedAt) })
+		for _, e := range entries {
+			id := e.UpdatedAt.UnixMicro()
+			if e.WorkspaceID != p.workspace || id <= since || versions[e.RunID] == e.Version {
+				continue
+			}
+			if p.env != "" {
+				env, ok := envs[e.RunID]
+				if !ok {
+					if r, err := s.store.GetRun(rctx, &state.GetRunParams{WorkspaceID: p.workspace, ID: e.RunID}); err == nil {
+						env = r.Env
+					}
+					envs[e.RunID] = env
+				}
+				if env != p.env {
+					continue
+				}
+			}
+			versions[e.RunID] = e.Version
+			if out.send("run", id, liveRunOf(e)) != nil {
+				cancel()
+				return
+			}
+			lastWrite = time.Now()
+		}
+		cancel()
+		if time.Since(lastWrite) >= liveKeepAlive {
+			if out.keepAlive() != nil {
+				return
+			}
+			lastWrite = time.Now()
+		}
+		if !s.sleep(ctx, liveRunsPoll) {
+			return
+		}
+	}
+}
+
+// sleep waits d; false when ctx ended or the server is stopping first.
+func (s *apiServer) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.stopping:
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,135 @@
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/internal/apikey"
+	"github.com/starflow/starflow/starflowtype"
+)
+
+// principal is who sent a request: the API key it carried, or, while no
+// key exists, the loopback caller, who acts as an admin of the engine's
+// workspace.
+type principal struct {
+	keyID     string // "" for the open (no keys configured) caller
+	workspace string
+	env       string // "" = every env
+	role      starflowtype.Role
+}
+
+// limitKey is the rate-limit bucket of the principal: its key, or the
+// client's address when it has none.
+func (p *principal) limitKey(r *http.Request, clientIPHeader string) string {
+	if p.keyID != "" {
+		return "key:" + p.keyID
+	}
+	return "ip:" + clientKey(r, clientIPHeader)
+}
+
+type principalKey struct{}
+
+// principalOf is the request's principal (nil outside the auth
+// middleware: a public route).
+func principalOf(ctx context.Context) *principal {
+	p, _ := ctx.Value(principalKey{}).(*principal)
+	return p
+}
+
+// protected reports whether a path needs a key once keys exist: the API,
+// the enqueue and admin routes, the live views and, unless it is
+// public, /metrics. Health, readiness, the OpenAPI document, its
+// rendered reference and POST /wake/{token} (whose token is its
+// authority) stay open.
+func (s *apiServer) protected(path string) bool {
+	switch {
+	case strings.HasPrefix(path, "/api/"), path == "/api",
+		strings.HasPrefix(path, "/run/"), strings.HasPrefix(path, "/admin/"),
+		strings.HasPrefix(path, "/live/"):
+		return true
+	case path == "/metrics":
+		return !s.cfg.MetricsPublic
+	}
+	return false
+}
+
+// authenticate resolves the request's principal and puts it, with the
+// engine scope of its workspace and env, in the request's context. It
+// answers 401 when a protected route is called without a valid key
+// while keys exist, or with a key that is malformed, unknown or revoked
+// (a wrong credential is refused even while no key is needed). Public
+// routes ignore the Authorization header.
+func (s *apiServer) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, status, detail := s.resolve(r)
+		if status != 0 {
+			if status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="starflow"`)
+			}
+			problem(w, status, http.StatusText(status), detail)
+			return
+		}
+		if p == nil { // public route without credentials
+			next.ServeHTTP(w, r)
+			return
+		}
+		if s.cfg.Insecure && p.keyID == "" {
+			s.cfg.Logger.Warn("INSECURE: request served without authentication on a non-loopback listener (--insecure); create an API key with starflow keys create",
+				"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		}
+		ctx := context.WithValue(r.Context(), principalKey{}, p)
+		ctx = starflow.WithScope(ctx, starflow.Scope{Workspace: p.workspace, Env: p.env})
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// resolve finds the principal of r. status is non-zero when r must be
+// refused, with detail saying why.
+func (s *apiServer) resolve(r *http.Request) (p *principal, status int, detail string) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	if !s.protected(r.URL.Path) {
+		return nil, 0, "" // public: its own authority (a wake token) or none
+	}
+	authz := r.Header.Get("Authorization")
+	if authz == "" {
+		configured, err := s.store.APIKeysConfigured(ctx)
+		if err != nil {
+			s.cfg.Logger.Warn("api: reading api_keys failed", "error", err)
+			return nil, http.StatusServiceUnavailable, "the store did not answer; retry"
+		}
+		if configured {
+			return nil, http.StatusUnauthorized, "this server needs an API key: send Authorization: Bearer sf_… (create one with starflow keys create)"
+		}
+		sc := s.engine.ScopeOf(context.Background())
+		return &principal{workspace: sc.Workspace, role: starflowtype.RoleAdmin}, 0, ""
+	}
+	scheme, token, ok := strings.Cut(authz, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return nil, http.StatusUnauthorized, "the Authorization header must be Bearer sf_…"
+	}
+	token = strings.TrimSpace(token)
+	if !apikey.WellFormed(token) {
+		return nil, http.StatusUnauthorized, "the API key is malformed (a key is sf_ and 43 characters)"
+	}
+	k, err := s.store.APIKeyByHash(ctx, apikey.Hash(token))
+	switch {
+	case errors.Is(err, starflowtype.ErrNotFound):
+		return nil, http.StatusUnauthorized, "the API key is not known to this server"
+	case err != nil:
+		s.cfg.Logger.Warn("api: reading api_keys failed", "error", err)
+		return nil, http.StatusServiceUnavailable, "the store did not answer; retry"
+	case !k.RevokedAt.IsZero():
+		return nil, http.StatusUnauthorized, fmt.Sprintf("the API key %s was revoked", k.ID)
+	}
+	return &principal{keyID: k.ID, workspace: k.WorkspaceID, env: k.Env, role: k.Role}, 0, ""
+}
+
+// sees reports whether p may see a run of workspace ws and env env.
+func (p *principal) sees(ws, env string) bool {
+	return ws == p.workspace && (p.env == "" || p.env == env)
+}
