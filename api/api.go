@@ -98,7 +98,7 @@ type EnqueueRequest struct {
 	Input        json.RawMessage           `json:"input" doc:"The run input: a JSON object, checked against the definition's input_schema."`
 	RecoveryMode starflowtype.RecoveryMode `json:"recovery_mode,omitempty" enum:"replay,resume,manual" doc:"Overrides the definition's recovery mode."`
 	Pool         string                    `json:"pool,omitempty" maxLength:"200" doc:"Runner pool; default the definition's runner_pool, or any."`
-	Priority     int                       `json:"priority,omitempty" doc:"Higher is claimed first."`
+	Priority     int                       `json:"priority,omitempty" minimum:"-1000000" maximum:"1000000" doc:"Higher is claimed first."`
 	Delay        string                    `json:"delay,omitempty" maxLength:"40" doc:"Available only after this long: a Go duration such as 30s or 1h."`
 	MaxAttempts  int                       `json:"max_attempts,omitempty" minimum:"0" maximum:"1000" doc:"Overrides the definition's max_attempts."`
 	Revision     string                    `json:"revision,omitempty" maxLength:"64" doc:"A stored revision (sha256 hex); default the current one."`

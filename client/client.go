@@ -67,8 +67,14 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if c.base == nil {
 		return 0, ErrBadURL
 	}
+	// path is escaped (each name through url.PathEscape): keep it as
+	// sent, so a name holding "/" or "%" stays one segment.
 	u := *c.base
-	u.Path += path
+	unescaped, err := url.PathUnescape(path)
+	if err != nil {
+		return 0, fmt.Errorf("client: path %q: %w", path, err)
+	}
+	u.Path, u.RawPath = c.base.Path+unescaped, c.base.EscapedPath()+path
 	u.RawQuery = query.Encode()
 	var rd io.Reader
 	switch b := body.(type) {

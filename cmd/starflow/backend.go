@@ -191,9 +191,10 @@ func noRun(b backend, ref string) error {
 }
 
 // ambiguousPrefix is the refusal of a run id prefix that more than one
-// run starts with (the server's words too).
-func ambiguousPrefix(prefix string, ids []string) error {
-	return fmt.Errorf("run id prefix %q is ambiguous (it starts %s and %s, at least); give more of it", prefix, ids[0], ids[1])
+// run starts with, in the server's words (which name no run: a key
+// limited to an env must not learn another env's ids).
+func ambiguousPrefix(prefix string, _ []string) error {
+	return fmt.Errorf("run id prefix %q is ambiguous: give more of the id", prefix)
 }
 
 // withBackend opens cmd's backend, calls fn and closes it.

@@ -315,7 +315,7 @@ func TestCLIRemoteMatchesLocal(t *testing.T) {
 // TestCLIRemoteKeysAndAuth: keys made, listed and revoked through the
 // server and on the store; a revoked key, a missing key, a viewer key
 // cancelling and another workspace's key are refused with a sentence
-// and exit 1, and nothing changes; an ambiguous id prefix names two runs
+// and exit 1, and nothing changes; an ambiguous id prefix is refused, naming no run
 // both ways.
 func TestCLIRemoteKeysAndAuth(t *testing.T) {
 	t.Parallel()
@@ -401,11 +401,11 @@ func TestCLIRemoteKeysAndAuth(t *testing.T) {
 	}
 	mustCode(t, "a key revoked on the store", f.remote(t, local, "runs", "list"), 1, "was revoked")
 
-	// An id prefix two runs start with is refused both ways, naming two.
+	// An id prefix two runs start with is refused both ways, naming neither.
 	a, b := "abcdef01-0000-4000-8000-000000000001", "abcdef01-0000-4000-8000-000000000002"
 	enqueueWithIDs(t, f.dir+"/t.db", "three", threeSteps, a, b)
 	r = f.same(t, true, "runs", "show", "abcdef01")
-	mustCode(t, "ambiguous prefix", r, 1, fmt.Sprintf(`run id prefix "abcdef01" is ambiguous (it starts %s and %s, at least); give more of it`, a, b))
+	mustCode(t, "ambiguous prefix", r, 1, `run id prefix "abcdef01" is ambiguous: give more of the id`)
 	if r := f.same(t, true, "runs", "show", "abcdef01-0000-4000-8000-0000000000"); r.code != 1 {
 		t.Errorf("a longer prefix both still start: exit %d", r.code)
 	}

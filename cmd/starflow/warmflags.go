@@ -215,7 +215,7 @@ func (w *warmFlags) resolveWakeURL(l *listener) string {
 	if l == nil || l.srv == nil {
 		return ""
 	}
-	return "http://" + l.srv.Addr() + wakePath
+	return l.srv.URL() + wakePath // https:// when the listener serves TLS
 }
 
 // checkWakeURL checks a --wake-url template: an absolute http(s) URL

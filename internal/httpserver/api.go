@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -66,6 +67,7 @@ type apiServer struct {
 	store  state.Adapter
 	api    huma.API
 	limit  *clientLimiter // nil: no limit
+	live   streams        // open live streams
 
 	stopping chan struct{} // closed when the server shuts down: streams end
 	stopOnce sync.Once
@@ -102,13 +104,24 @@ func init() {
 			case err == nil:
 			case errors.As(err, &d):
 				ed := d.ErrorDetail()
-				p.Errors = append(p.Errors, api.ProblemError{Message: ed.Message, Location: ed.Location, Value: ed.Value})
+				p.Errors = append(p.Errors, api.ProblemError{Message: ed.Message, Location: ed.Location, Value: smallValue(ed.Value)})
 			default:
 				p.Errors = append(p.Errors, api.ProblemError{Message: err.Error()})
 			}
 		}
 		return p
 	}
+}
+
+// smallValue is v when its JSON is short (an echo that helps a caller
+// see what it sent), nil when it is not: a problem never carries a
+// large part of the request back.
+func smallValue(v any) any {
+	raw, err := json.Marshal(v)
+	if err != nil || len(raw) > 200 {
+		return nil
+	}
+	return v
 }
 
 // conflict is a 409 problem with a code.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -79,6 +80,9 @@ func (s *apiServer) registerActions() {
 		"Send a named signal to whichever run waits for it with a correlation key (or hold it for the first such wait)", "actions")),
 		http.StatusRequestEntityTooLarge), payloadCap),
 		func(ctx context.Context, in *struct{ Body api.KeySignalRequest }) (*signalOutput, error) {
+			if err := wholeWorkspace(ctx, "correlation keys"); err != nil {
+				return nil, err
+			}
 			ctx, cancel := s.ctx(ctx)
 			defer cancel()
 			res, err := s.engine.SignalKey(ctx, in.Body.Name, in.Body.CorrelationKey, payloadOrNull(in.Body.Payload))
@@ -163,6 +167,9 @@ func (s *apiServer) registerSessions() {
 	huma.Register(s.api, op("list-session-vars", http.MethodGet, "/api/sessions/{session}/vars", starflowtype.RoleViewer,
 		"List a session's variables by key", "sessions"),
 		func(ctx context.Context, in *SessionParam) (*sessionVarsOutput, error) {
+			if err := wholeWorkspace(ctx, "session variables"); err != nil {
+				return nil, err
+			}
 			ctx, cancel := s.ctx(ctx)
 			defer cancel()
 			vs, err := s.store.SessionList(ctx, &state.SessionListParams{WorkspaceID: principalOf(ctx).workspace, SessionID: in.Session})
@@ -174,6 +181,9 @@ func (s *apiServer) registerSessions() {
 	huma.Register(s.api, withErrors(op("get-session-var", http.MethodGet, "/api/sessions/{session}/vars/{key}", starflowtype.RoleViewer,
 		"Read a session variable", "sessions"), http.StatusNotFound),
 		func(ctx context.Context, in *SessionKeyParam) (*sessionVarOutput, error) {
+			if err := wholeWorkspace(ctx, "session variables"); err != nil {
+				return nil, err
+			}
 			ctx, cancel := s.ctx(ctx)
 			defer cancel()
 			v, err := s.store.SessionGet(ctx, &state.SessionGetParams{WorkspaceID: principalOf(ctx).workspace, SessionID: in.Session, Key: in.Key})
@@ -189,6 +199,9 @@ func (s *apiServer) registerSessions() {
 			SessionKeyParam
 			Body api.SessionVarRequest
 		}) (*sessionVarOutput, error) {
+			if err := wholeWorkspace(ctx, "session variables"); err != nil {
+				return nil, err
+			}
 			p := &state.SessionSetParams{WorkspaceID: principalOf(ctx).workspace, SessionID: in.Session, Key: in.Key, Value: in.Body.Value}
 			if len(p.Value) == 0 {
 				p.Value = json.RawMessage("null")
@@ -214,6 +227,9 @@ func (s *apiServer) registerSessions() {
 	huma.Register(s.api, withErrors(op("delete-session-var", http.MethodDelete, "/api/sessions/{session}/vars/{key}", starflowtype.RoleOperator,
 		"Delete a session variable", "sessions"), http.StatusNotFound),
 		func(ctx context.Context, in *SessionKeyParam) (*struct{}, error) {
+			if err := wholeWorkspace(ctx, "session variables"); err != nil {
+				return nil, err
+			}
 			ctx, cancel := s.ctx(ctx)
 			defer cancel()
 			err := s.store.SessionDelete(ctx, &state.SessionDeleteParams{WorkspaceID: principalOf(ctx).workspace, SessionID: in.Session, Key: in.Key})
@@ -260,9 +276,9 @@ func (s *apiServer) registerKeys() {
 		}) (*keysOutput, error) {
 			ctx, cancel := s.ctx(ctx)
 			defer cancel()
-			ks, err := s.store.ListAPIKeys(ctx, &state.ListAPIKeysParams{WorkspaceID: principalOf(ctx).workspace, IncludeRevoked: in.Revoked})
+			ks, err := s.keysOf(ctx, in.Revoked)
 			if err != nil {
-				return nil, s.fail(err)
+				return nil, err
 			}
 			return &keysOutput{&api.KeyList{Keys: nonNil(ks)}}, nil
 		})
@@ -271,6 +287,13 @@ func (s *apiServer) registerKeys() {
 		func(ctx context.Context, in *struct {
 			ID string `path:"id" maxLength:"36"`
 		}) (*revokedOutput, error) {
+			ks, err := s.keysOf(ctx, true)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.ContainsFunc(ks, func(k *starflowtype.APIKey) bool { return k.ID == in.ID }) {
+				return nil, huma.Error404NotFound(fmt.Sprintf("API key %s not found", in.ID))
+			}
 			ctx, cancel := s.ctx(ctx)
 			defer cancel()
 			k, err := s.store.RevokeAPIKey(ctx, &state.RevokeAPIKeyParams{ID: in.ID, WorkspaceID: principalOf(ctx).workspace})
@@ -279,4 +302,20 @@ func (s *apiServer) registerKeys() {
 			}
 			return &revokedOutput{k}, nil
 		})
+}
+
+// keysOf lists the keys the caller manages: its workspace's, and of a
+// key limited to an env, only the keys of that env.
+func (s *apiServer) keysOf(ctx context.Context, revoked bool) ([]*starflowtype.APIKey, error) {
+	p := principalOf(ctx)
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	ks, err := s.store.ListAPIKeys(ctx, &state.ListAPIKeysParams{WorkspaceID: p.workspace, IncludeRevoked: revoked})
+	if err != nil {
+		return nil, s.fail(err)
+	}
+	if p.env != "" {
+		ks = slices.DeleteFunc(ks, func(k *starflowtype.APIKey) bool { return k.Env != p.env })
+	}
+	return ks, nil
 }

@@ -3,6 +3,7 @@ package httpserver
 import (
 	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/starflow/starflow/api"
+	"github.com/starflow/starflow/internal/apikey"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 )
@@ -338,5 +340,164 @@ func TestWrongMethodIs405(t *testing.T) {
 		if a := e.call(c.method, c.path, "", nil); a.status != http.StatusUnauthorized {
 			t.Errorf("%s %s without a key: %d, want 401", c.method, c.path, a.status)
 		}
+	}
+}
+
+// TestEnvLimitedKeysStayInTheirEnv: a key limited to an env cannot
+// reach another env's run through an idempotency key or an id prefix,
+// and what every env of the workspace shares (definitions to apply,
+// session variables, correlation keys, other envs' keys) needs a key
+// without an env.
+func TestEnvLimitedKeysStayInTheirEnv(t *testing.T) {
+	e := newAPIEnv(t, true, nil)
+	prodOp := e.keys["alpha/operator"] // no env: every env, enqueues into prod
+	staging := e.createKey("alpha", "staging", starflowtype.RoleAdmin)
+	body := map[string]any{"input": map[string]any{"n": 1}}
+	if a := e.call("POST", "/run/quick/enqueue", prodOp, body, "Idempotency-Key", "order-1"); a.status != 201 {
+		t.Fatalf("prod enqueue: %d", a.status)
+	}
+	a := e.call("POST", "/run/quick/enqueue", staging, body, "Idempotency-Key", "order-1")
+	if a.status != http.StatusConflict || strings.Contains(string(a.body), `"env":"prod"`) {
+		t.Errorf("staging reusing prod's idempotency key: %d %s, want 409 without the prod run", a.status, shortBody(a.body))
+	}
+	prod := e.ended("alpha")
+	for _, prefix := range []string{prod.ID[:8], prod.ID[:1] + "-------"} {
+		if a := e.call("GET", "/api/runs/"+prefix, staging, nil); a.status == 200 || strings.Contains(string(a.body), prod.ID) {
+			t.Errorf("staging key, prefix %q of a prod run: %d %s", prefix, a.status, shortBody(a.body))
+		}
+	}
+	if a := e.call("GET", "/live/runs/"+prod.ID, staging, nil); a.status != 404 {
+		t.Errorf("staging key, JSON live view of a prod run: %d, want 404", a.status)
+	}
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"PUT", "/api/workflows/quick", quickWF},
+		{"POST", "/api/workflows/quick/plan", quickWF},
+		{"POST", "/api/signals", map[string]any{"name": "go", "correlation_key": "k"}},
+		{"GET", "/api/sessions/s/vars", nil},
+		{"PUT", "/api/sessions/s/vars/k", map[string]any{"value": 1}},
+	} {
+		if a := e.call(c.method, c.path, staging, c.body); a.status != http.StatusForbidden {
+			t.Errorf("staging key: %s %s: %d, want 403", c.method, c.path, a.status)
+		}
+	}
+	var keys api.KeyList
+	e.call("GET", "/api/keys", staging, nil).decode(t, &keys)
+	for _, k := range keys.Keys {
+		if k.Env != "staging" {
+			t.Errorf("a staging admin lists key %s of env %q", k.ID, k.Env)
+		}
+	}
+	all, err := e.store.ListAPIKeys(context.Background(), &state.ListAPIKeysParams{WorkspaceID: "alpha"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range all {
+		if k.Env == "" {
+			if a := e.call("DELETE", "/api/keys/"+k.ID, staging, nil); a.status != http.StatusNotFound {
+				t.Errorf("a staging admin revoking workspace key %s: %d, want 404", k.ID, a.status)
+			}
+		}
+	}
+}
+
+// TestCrossSiteRequestsRefused: a browser's cross-site request that
+// changes state is 403 even while no key exists; a wake is not.
+func TestCrossSiteRequestsRefused(t *testing.T) {
+	e := newAPIEnv(t, false, nil)
+	for _, h := range [][]string{{"Origin", "http://evil.example"}, {"Sec-Fetch-Site", "cross-site"}} {
+		if a := e.call("POST", "/run/quick/enqueue", "", []byte(`{"input": {}}`), h...); a.status != http.StatusForbidden {
+			t.Errorf("enqueue with %s: %s: %d, want 403", h[0], h[1], a.status)
+		}
+	}
+	if a := e.call("POST", "/run/quick/enqueue", "", map[string]any{"input": map[string]any{}}, "Sec-Fetch-Site", "same-origin"); a.status != 201 {
+		t.Errorf("same-origin enqueue: %d, want 201", a.status)
+	}
+	if a := e.call("GET", "/api/runs", "", nil, "Sec-Fetch-Site", "cross-site"); a.status != 200 {
+		t.Errorf("cross-site GET: %d, want 200 (reads change nothing)", a.status)
+	}
+	if a := e.call("POST", "/wake/not-a-token", "", nil, "Origin", "http://approvals.example"); a.status != http.StatusUnauthorized {
+		t.Errorf("cross-site wake: %d, want 401 (the token decides)", a.status)
+	}
+}
+
+// TestNulAndBadUTF8AreRefused: a NUL or bytes that are not UTF-8 in the
+// path, query or headers are 400 before anything runs, and on
+// PostgreSQL (which cannot store them) values in bodies are 400 too.
+func TestNulAndBadUTF8AreRefused(t *testing.T) {
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			var e *apiEnv
+			if name == "sqlite" {
+				e = newAPIEnv(t, true, nil)
+			} else {
+				e = newAPIEnvPG(t)
+			}
+			op := e.keys["alpha/admin"]
+			for _, c := range []struct {
+				method, path string
+				body         any
+				header       []string
+			}{
+				{"POST", "/run/qu%00ick/enqueue", map[string]any{"input": map[string]any{}}, nil},
+				{"GET", "/api/workflows/%FF", nil, nil},
+				{"GET", "/api/runs?workflow=a%00b", nil, nil},
+				{"GET", "/api/sessions/s%00/vars/k", nil, nil},
+				{"POST", "/run/quick/enqueue", map[string]any{"input": map[string]any{}}, []string{"Idempotency-Key", "a\xffb"}},
+			} {
+				if a := e.call(c.method, c.path, op, c.body, c.header...); a.status != 400 {
+					t.Errorf("%s %s: %d %s, want 400", c.method, c.path, a.status, shortBody(a.body))
+				}
+			}
+			for _, c := range []struct {
+				body      string
+				refusedPG bool // PostgreSQL cannot store it; SQLite can
+			}{
+				{`{"input": {}, "pool": "a\u0000b"}`, true},
+				{`{"input": {}, "priority": 3000000000}`, true},
+				{`{"input": {"x": "a\u0000b"}}`, false}, // JSON kept as text: the escape is six characters
+			} {
+				a := e.call("POST", "/run/quick/enqueue", op, []byte(c.body), "Content-Type", "application/json")
+				if a.status >= 500 || (name == "postgres" && c.refusedPG && a.status < 400) {
+					t.Errorf("enqueue %s: %d %s, want no 5xx (a 4xx on PostgreSQL)", c.body, a.status, shortBody(a.body))
+				}
+			}
+			if a := e.call("PUT", "/api/sessions/s/vars/k", op, []byte(`{"value": "a\u0000"}`), "Content-Type", "application/json"); a.status >= 500 {
+				t.Errorf("session value with a NUL: %d %s", a.status, shortBody(a.body))
+			}
+			if a := e.call("POST", "/api/keys", op, []byte(`{"name": "a\u0000", "role": "viewer"}`), "Content-Type", "application/json"); a.status >= 500 {
+				t.Errorf("key name with a NUL: %d %s", a.status, shortBody(a.body))
+			}
+		})
+	}
+}
+
+// TestStreamsEndWhenTheKeyIsRevoked and are bounded per key.
+func TestStreamsEndWhenTheKeyIsRevoked(t *testing.T) {
+	e := newAPIEnv(t, true, nil)
+	key := e.createKey("alpha", "", starflowtype.RoleViewer)
+	r := e.paused("alpha") // never settles: the stream stays open
+	req, _ := http.NewRequest("GET", e.url+"/api/live/runs/"+r.ID, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	k, err := e.store.APIKeyByHash(context.Background(), apikey.Hash(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.RevokeAPIKey(context.Background(), &state.RevokeAPIKeyParams{ID: k.ID}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, resp.Body); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(liveRecheck + 5*time.Second):
+		t.Fatal("the stream of a revoked key is still open")
 	}
 }

@@ -60,6 +60,9 @@ func (s *apiServer) registerDefinitions() {
 	huma.Register(s.api, withSource(op("apply-workflow", http.MethodPut, "/api/workflows/{name}", starflowtype.RoleAdmin,
 		"Apply a definition (its YAML or JSON source) as the workflow's current revision", "definitions")),
 		func(ctx context.Context, in *namedSourceInput) (*appliedOutput, error) {
+			if err := wholeWorkspace(ctx, "definitions"); err != nil {
+				return nil, err
+			}
 			ctx, cancel := s.ctx(ctx)
 			defer cancel()
 			def, err := s.engine.Parse(in.filename(in.Name), in.RawBody)
@@ -135,6 +138,9 @@ func (s *apiServer) registerDefinitions() {
 	huma.Register(s.api, withSource(op("plan-workflow", http.MethodPost, "/api/workflows/{name}/plan", starflowtype.RoleViewer,
 		"Plan a deploy: which in-flight runs could move onto the new revision and which it would strand (writes nothing)", "definitions")),
 		func(ctx context.Context, in *namedSourceInput) (*planOutput, error) {
+			if err := wholeWorkspace(ctx, "deploy plans (of runs of every env)"); err != nil {
+				return nil, err
+			}
 			ctx, cancel := s.ctx(ctx)
 			defer cancel()
 			p, err := s.engine.Plan(ctx, in.filename(in.Name), in.RawBody)

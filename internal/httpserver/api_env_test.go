@@ -3,6 +3,9 @@ package httpserver
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,9 +18,11 @@ import (
 
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/internal/apikey"
+	"github.com/starflow/starflow/internal/pgtest"
 	"github.com/starflow/starflow/mirror"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/state/pgstore"
 	"github.com/starflow/starflow/state/sqlitestore"
 	"github.com/starflow/starflow/step"
 	"github.com/starflow/starflow/warm/memory"
@@ -80,11 +85,37 @@ func newAPIEnv(t *testing.T, withKeys bool, mod func(*APIConfig)) *apiEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
+	return newAPIEnvOn(t, store, withKeys, mod)
+}
+
+// newAPIEnvPG is newAPIEnv on PostgreSQL, in a schema of its own.
+func newAPIEnvPG(t *testing.T) *apiEnv {
+	t.Helper()
+	pgtest.Require(t)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "sf_api_" + hex.EncodeToString(b[:])
+	store, err := pgstore.Open(context.Background(), pgstore.Config{URL: pgtest.URL(), Schema: schema, Hooks: []state.TxHook{mirror.Hook()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = store.Pool().Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		store.Close()
+	})
+	return newAPIEnvOn(t, store, true, nil)
+}
+
+// newAPIEnvOn is newAPIEnv on store.
+func newAPIEnvOn(t *testing.T, store state.Adapter, withKeys bool, mod func(*APIConfig)) *apiEnv {
+	t.Helper()
+	var err error
 	ctx := context.Background()
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	eng, err := starflow.New(starflow.Config{Store: store, Workspace: "alpha", AllWorkspaces: true, Warm: memory.New(),
+		WakeKeys:     "k1:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)),
 		PollInterval: 20 * time.Millisecond, RunRetryMin: 10 * time.Millisecond, RunRetryMax: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -31,7 +32,63 @@ const (
 	liveKeepAlive = 10 * time.Second
 	// liveWriteTimeout bounds one write of a stream.
 	liveWriteTimeout = 30 * time.Second
+	// liveRecheck is how often a stream checks that its key still holds
+	// (a revoked key's streams end within it).
+	liveRecheck = 5 * time.Second
+	// liveMaxAge ends a stream after this long; a client reconnects with
+	// Last-Event-ID and misses nothing.
+	liveMaxAge = time.Hour
+	// liveStreamsPerCaller and liveStreamsMax bound the open streams of
+	// one key (or client address) and of the server.
+	liveStreamsPerCaller = 16
+	liveStreamsMax       = 1000
 )
+
+// streams counts the open live streams per caller, to bound them.
+type streams struct {
+	mu    sync.Mutex
+	open  map[string]int
+	total int
+}
+
+// take reserves a stream for caller; false when over a bound.
+func (st *streams) take(caller string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.open == nil {
+		st.open = map[string]int{}
+	}
+	if st.open[caller] >= liveStreamsPerCaller || st.total >= liveStreamsMax {
+		return false
+	}
+	st.open[caller]++
+	st.total++
+	return true
+}
+
+func (st *streams) release(caller string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.open[caller]--; st.open[caller] <= 0 {
+		delete(st.open, caller)
+	}
+	st.total--
+}
+
+// openStream reserves a stream for the request's caller, or answers 429.
+func (s *apiServer) openStream(ctx context.Context) (caller string, err error) {
+	p := principalOf(ctx)
+	caller = "open"
+	if p.keyID != "" {
+		caller = p.keyID
+	}
+	if !s.live.take(caller) {
+		return "", huma.ErrorWithHeaders(huma.Error429TooManyRequests(fmt.Sprintf(
+			"too many live streams open: at most %d per key and %d in all; close one", liveStreamsPerCaller, liveStreamsMax)),
+			http.Header{"Retry-After": []string{"10"}})
+	}
+	return caller, nil
+}
 
 type liveRunInput struct {
 	RunIDParam
@@ -70,7 +127,12 @@ func (s *apiServer) registerLive() {
 				after = n
 			}
 			feed := s.feedOf(ctx, r)
+			caller, err := s.openStream(ctx)
+			if err != nil {
+				return nil, err
+			}
 			return &huma.StreamResponse{Body: func(hctx huma.Context) {
+				defer s.live.release(caller)
 				s.streamRun(hctx, feed, after)
 			}}, nil
 		})
@@ -87,13 +149,18 @@ func (s *apiServer) registerLive() {
 				since = n
 			}
 			rctx, cancel := s.ctx(ctx)
-			_, err := s.engine.LiveRuns(rctx)
+			_, err := s.engine.LiveRunners(rctx) // one cheap read: is there a warm tier, and does it answer?
 			cancel()
 			if err != nil {
 				return nil, liveUnavailable(err)
 			}
 			p := principalOf(ctx)
+			caller, err := s.openStream(ctx)
+			if err != nil {
+				return nil, err
+			}
 			return &huma.StreamResponse{Body: func(hctx huma.Context) {
+				defer s.live.release(caller)
 				s.streamRuns(hctx, p, since)
 			}}, nil
 		})
@@ -222,9 +289,19 @@ func (s *apiServer) streamRun(hctx huma.Context, f *runFeed, after int64) {
 	ctx := hctx.Context()
 	out := newSSE(hctx)
 	var last *api.LiveRun
-	lastWrite := time.Now()
-	settledPasses := 0
+	start, lastWrite, lastCheck := time.Now(), time.Now(), time.Now()
+	settledPasses, absent := 0, 0
+	p := principalOf(ctx)
 	for {
+		if time.Since(start) > liveMaxAge {
+			return
+		}
+		if time.Since(lastCheck) >= liveRecheck {
+			if !s.stillValid(ctx, p) {
+				return // the key was revoked: no more events for it
+			}
+			lastCheck = time.Now()
+		}
 		rctx, cancel := s.ctx(ctx)
 		evs, err := f.events(rctx, after)
 		var cur *api.LiveRun
@@ -250,6 +327,15 @@ func (s *apiServer) streamRun(hctx huma.Context, f *runFeed, after int64) {
 				return
 			}
 			last, lastWrite = cur, time.Now()
+		}
+		if cur == nil && f.warm {
+			// Warm holds no entry: after a while, ask the cold store
+			// whether the run settled (its entry may have left warm).
+			if absent++; absent%20 == 0 {
+				if r, err := s.store.GetRun(ctx, &state.GetRunParams{ID: f.runID}); err == nil && starflow.Settled(r) {
+					f.warm = false
+				}
+			}
 		}
 		if settled {
 			// One more pass picks up events that reached the feed after
@@ -277,12 +363,35 @@ func (s *apiServer) streamRuns(hctx huma.Context, p *principal, since int64) {
 	out := newSSE(hctx)
 	versions := map[string]int64{}
 	envs := map[string]string{} // run id → env, read once when the key is env-limited
-	lastWrite := time.Now()
+	start, lastWrite, lastCheck := time.Now(), time.Now(), time.Now()
 	for {
+		if time.Since(start) > liveMaxAge {
+			return
+		}
+		if time.Since(lastCheck) >= liveRecheck {
+			if !s.stillValid(ctx, p) {
+				return
+			}
+			lastCheck = time.Now()
+		}
 		rctx, cancel := s.ctx(ctx)
 		entries, err := s.engine.LiveRuns(rctx)
 		if err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("api: live runs read failed", "error", err)
+		}
+		if err == nil {
+			// Forget runs that left the warm tier: the maps stay as
+			// large as the warm tier's listing.
+			present := make(map[string]bool, len(entries))
+			for _, e := range entries {
+				present[e.RunID] = true
+			}
+			for id := range versions {
+				if !present[id] {
+					delete(versions, id)
+					delete(envs, id)
+				}
+			}
 		}
 		slices.SortFunc(entries, func(a, b *warm.RunEntry) int { return a.UpdatedAt.Compare(b.UpdatedAt) })
 		for _, e := range entries {
@@ -293,9 +402,11 @@ func (s *apiServer) streamRuns(hctx huma.Context, p *principal, since int64) {
 			if p.env != "" {
 				env, ok := envs[e.RunID]
 				if !ok {
-					if r, err := s.store.GetRun(rctx, &state.GetRunParams{WorkspaceID: p.workspace, ID: e.RunID}); err == nil {
-						env = r.Env
+					r, err := s.store.GetRun(rctx, &state.GetRunParams{WorkspaceID: p.workspace, ID: e.RunID})
+					if err != nil {
+						continue // asked again next pass
 					}
+					env = r.Env
 					envs[e.RunID] = env
 				}
 				if env != p.env {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -219,15 +220,21 @@ func (s *apiServer) enqueue(ctx context.Context, in *enqueueInput) (*runOutput, 
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	r, err := s.engine.Enqueue(ctx, in.Workflow, json.RawMessage(b.Input), opts)
+	keyTaken := conflict(api.CodeConflict, fmt.Sprintf("Idempotency-Key %q was used with a different request; nothing was enqueued (use another key)", in.IdempotencyKey))
 	if err != nil {
 		if errors.Is(err, starflowtype.ErrConflict) && in.IdempotencyKey != "" {
-			return nil, conflict(api.CodeConflict, fmt.Sprintf("Idempotency-Key %q was used with a different request: %v", in.IdempotencyKey, err))
+			return nil, keyTaken
 		}
 		return nil, s.fail(err)
 	}
 	status := http.StatusCreated
 	if r.ID != opts.ID {
-		status = http.StatusOK // an idempotent repeat: the first run
+		// An idempotent repeat: the first run — unless it is of an env
+		// the caller cannot see (receipts are per workspace).
+		if p := principalOf(ctx); !p.sees(r.WorkspaceID, r.Env) {
+			return nil, keyTaken
+		}
+		status = http.StatusOK
 	}
 	return &runOutput{Status: status, Body: r}, nil
 }
@@ -316,26 +323,54 @@ func (s *apiServer) run(ctx context.Context, id string) (*starflowtype.Run, erro
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	notFound := huma.Error404NotFound(fmt.Sprintf("run %s not found", id))
-	if _, err := uuid.Parse(id); err != nil || len(id) != 36 {
-		ids, err := s.store.FindRunIDs(ctx, &state.FindRunIDsParams{WorkspaceID: p.workspace, Prefix: id, Limit: 2})
-		switch {
-		case err != nil:
-			return nil, huma.Error400BadRequest(fmt.Sprintf("run id %q: want a run id or a prefix of at least 8 hex digits", id))
-		case len(ids) == 0:
+	visible := func(id string) (*starflowtype.Run, error) {
+		r, err := s.store.GetRun(ctx, &state.GetRunParams{WorkspaceID: p.workspace, ID: id})
+		if errors.Is(err, starflowtype.ErrNotFound) || (err == nil && !p.sees(r.WorkspaceID, r.Env)) {
 			return nil, notFound
-		case len(ids) > 1:
-			return nil, huma.Error400BadRequest(fmt.Sprintf("run id prefix %q is ambiguous (it starts %s and %s, at least); give more of it", id, ids[0], ids[1]))
 		}
-		id = ids[0]
+		if err != nil {
+			return nil, s.fail(err)
+		}
+		return r, nil
 	}
-	r, err := s.store.GetRun(ctx, &state.GetRunParams{WorkspaceID: p.workspace, ID: id})
-	if errors.Is(err, starflowtype.ErrNotFound) || (err == nil && !p.sees(r.WorkspaceID, r.Env)) {
-		return nil, notFound
+	if _, err := uuid.Parse(id); err == nil && len(id) == 36 {
+		return visible(id)
 	}
+	if n := hexDigits(id); n < 8 || n != len(strings.ReplaceAll(id, "-", "")) {
+		return nil, huma.Error400BadRequest(fmt.Sprintf("run id %q: want a run id or a prefix of at least 8 hex digits", id))
+	}
+	ids, err := s.store.FindRunIDs(ctx, &state.FindRunIDsParams{WorkspaceID: p.workspace, Prefix: id, Limit: 2})
 	if err != nil {
 		return nil, s.fail(err)
 	}
-	return r, nil
+	var found []*starflowtype.Run
+	for _, cand := range ids {
+		// Of the caller's env only: a run it cannot see neither answers
+		// nor makes a prefix ambiguous.
+		if r, err := visible(cand); err == nil {
+			found = append(found, r)
+		} else if !errors.Is(err, notFound) {
+			return nil, err
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, notFound
+	case 1:
+		return found[0], nil
+	}
+	return nil, huma.Error400BadRequest(fmt.Sprintf("run id prefix %q is ambiguous: give more of the id", id))
+}
+
+// hexDigits counts the hex digits of s.
+func hexDigits(s string) int {
+	n := 0
+	for _, c := range s {
+		if ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F') {
+			n++
+		}
+	}
+	return n
 }
 
 // nonNil is s, or an empty slice for nil (a JSON [] rather than null).

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/internal/apikey"
@@ -17,6 +20,7 @@ import (
 // workspace.
 type principal struct {
 	keyID     string // "" for the open (no keys configured) caller
+	keyHash   string // the key's hash, to check it again (long streams)
 	workspace string
 	env       string // "" = every env
 	role      starflowtype.Role
@@ -65,6 +69,10 @@ func (s *apiServer) protected(path string) bool {
 // routes ignore the Authorization header.
 func (s *apiServer) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if bad := insane(r); bad != "" {
+			problem(w, http.StatusBadRequest, "Bad Request", bad)
+			return
+		}
 		p, status, detail := s.resolve(r)
 		if status != 0 {
 			if status == http.StatusUnauthorized {
@@ -116,7 +124,8 @@ func (s *apiServer) resolve(r *http.Request) (p *principal, status int, detail s
 	if !apikey.WellFormed(token) {
 		return nil, http.StatusUnauthorized, "the API key is malformed (a key is sf_ and 43 characters)"
 	}
-	k, err := s.store.APIKeyByHash(ctx, apikey.Hash(token))
+	hash := apikey.Hash(token)
+	k, err := s.store.APIKeyByHash(ctx, hash)
 	switch {
 	case errors.Is(err, starflowtype.ErrNotFound):
 		return nil, http.StatusUnauthorized, "the API key is not known to this server"
@@ -126,10 +135,57 @@ func (s *apiServer) resolve(r *http.Request) (p *principal, status int, detail s
 	case !k.RevokedAt.IsZero():
 		return nil, http.StatusUnauthorized, fmt.Sprintf("the API key %s was revoked", k.ID)
 	}
-	return &principal{keyID: k.ID, workspace: k.WorkspaceID, env: k.Env, role: k.Role}, 0, ""
+	return &principal{keyID: k.ID, keyHash: hash, workspace: k.WorkspaceID, env: k.Env, role: k.Role}, 0, ""
 }
 
 // sees reports whether p may see a run of workspace ws and env env.
 func (p *principal) sees(ws, env string) bool {
 	return ws == p.workspace && (p.env == "" || p.env == env)
+}
+
+// stillValid reports whether p's key is still usable (not revoked, not
+// deleted): long-lived answers (live streams) check it again while they
+// run. The open caller stays valid until a key is created.
+func (s *apiServer) stillValid(ctx context.Context, p *principal) bool {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	if p.keyID == "" {
+		configured, err := s.store.APIKeysConfigured(ctx)
+		return err == nil && !configured
+	}
+	k, err := s.store.APIKeyByHash(ctx, p.keyHash)
+	return err == nil && k.RevokedAt.IsZero()
+}
+
+// insane says what is wrong with a request whose path, query or headers
+// hold a NUL character or bytes that are not UTF-8 (no name, key or
+// header value of the API may), "" when nothing is.
+func insane(r *http.Request) string {
+	bad := func(v string) bool { return !utf8.ValidString(v) || strings.ContainsRune(v, 0) }
+	if bad(r.URL.Path) {
+		return "the path holds a NUL character or bytes that are not UTF-8"
+	}
+	for k, vs := range r.URL.Query() {
+		for _, v := range vs {
+			if bad(k) || bad(v) {
+				return fmt.Sprintf("query parameter %q holds a NUL character or bytes that are not UTF-8", k)
+			}
+		}
+	}
+	for _, h := range []string{"Idempotency-Key", "Last-Event-ID"} {
+		if bad(r.Header.Get(h)) {
+			return "header " + h + " holds a NUL character or bytes that are not UTF-8"
+		}
+	}
+	return ""
+}
+
+// wholeWorkspace refuses (403) to a key limited to an env what acts on
+// objects every env of the workspace shares: applying and planning
+// definitions, session variables, signals by correlation key.
+func wholeWorkspace(ctx context.Context, what string) error {
+	if p := principalOf(ctx); p != nil && p.env != "" {
+		return huma.Error403Forbidden(fmt.Sprintf("%s belong to every env of the workspace: this key is limited to env %s; use a key without an env", what, p.env))
+	}
+	return nil
 }

@@ -179,6 +179,7 @@ func New(cfg Config) (http.Handler, error) {
 		if err != nil {
 			return nil, err
 		}
+		h.api = apiSrv
 	}
 	if cfg.WakeRate > 0 {
 		h.wakeLimit = newClientLimiter(cfg.WakeRate, cfg.WakeBurst, WakeClientsMax, cfg.Now)
@@ -208,7 +209,18 @@ func New(cfg Config) (http.Handler, error) {
 	if apiSrv == nil {
 		return mux, nil
 	}
-	return &stoppable{Handler: apiSrv.authenticate(mux), stop: apiSrv.stop}, nil
+	// Cross-site requests (a page in a browser, e.g. while no key exists
+	// and every loopback caller is an admin) that change anything are
+	// refused by Sec-Fetch-Site / Origin (net/http's CrossOriginProtection);
+	// POST /wake/{token}, whose token is its authority, stays callable
+	// from anywhere.
+	csrf := http.NewCrossOriginProtection()
+	csrf.AddInsecureBypassPattern("POST /wake/{token...}")
+	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		problem(w, http.StatusForbidden, "cross-origin request refused",
+			"a browser sent this request from another site (Sec-Fetch-Site or Origin); the API takes no cross-origin requests that change state")
+	}))
+	return &stoppable{Handler: csrf.Handler(apiSrv.authenticate(mux)), stop: apiSrv.stop}, nil
 }
 
 // stoppable is a handler with long-lived responses (live streams) that
@@ -221,6 +233,7 @@ type stoppable struct {
 
 type handler struct {
 	cfg       Config
+	api       *apiServer     // nil: no API (and no auth)
 	wakeLimit *clientLimiter // nil: no limit
 }
 
@@ -330,10 +343,11 @@ func (h *handler) liveRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	run, err := h.cfg.Backend.LiveRun(ctx, id)
-	if err == nil && !visible(r.Context(), run) {
-		err = starflowtype.ErrNotFound
+	if !h.canSee(ctx, id) {
+		h.liveError(w, fmt.Sprintf("run %s", id), starflowtype.ErrNotFound)
+		return
 	}
+	run, err := h.cfg.Backend.LiveRun(ctx, id)
 	if err != nil {
 		h.liveError(w, fmt.Sprintf("run %s", id), err)
 		return
@@ -370,16 +384,9 @@ func (h *handler) liveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	if principalOf(ctx) != nil {
-		// Behind API keys: the run must be the caller's workspace's.
-		run, err := h.cfg.Backend.LiveRun(ctx, id)
-		if err == nil && !visible(ctx, run) {
-			err = starflowtype.ErrNotFound
-		}
-		if err != nil {
-			h.liveError(w, fmt.Sprintf("run %s", id), err)
-			return
-		}
+	if !h.canSee(ctx, id) {
+		h.liveError(w, fmt.Sprintf("run %s", id), starflowtype.ErrNotFound)
+		return
 	}
 	events, err := h.cfg.Backend.LiveEvents(ctx, id, after)
 	if err != nil {
@@ -438,10 +445,13 @@ func problem(w http.ResponseWriter, code int, title, detail string) {
 	})
 }
 
-// visible reports whether the caller may see a warm run entry: always
-// without the API's auth, else when it is of the caller's workspace.
-// (Warm entries carry no env: an env-limited key sees its workspace's.)
-func visible(ctx context.Context, e *warm.RunEntry) bool {
-	p := principalOf(ctx)
-	return p == nil || e.WorkspaceID == p.workspace
+// canSee reports whether the caller may see run id: always without the
+// API's auth; behind it, when the cold store has the run in the caller's
+// workspace and env (warm entries carry no env).
+func (h *handler) canSee(ctx context.Context, id string) bool {
+	if h.api == nil || principalOf(ctx) == nil {
+		return true
+	}
+	_, err := h.api.run(ctx, id)
+	return err == nil
 }

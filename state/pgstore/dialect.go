@@ -241,8 +241,23 @@ func translate(err error) error {
 		return storecore.ErrNoRows
 	case errors.As(err, &pe) && pe.Code == codeUniqueViolation:
 		return fmt.Errorf("%w: %v", starflowtype.ErrConflict, err)
+	case errors.As(err, &pe) && badValue[pe.Code] != "":
+		// A caller's value PostgreSQL cannot store: the caller's mistake
+		// (400 over HTTP), in a sentence of ours, not the server's.
+		return starflowtype.Invalid(errors.New(badValue[pe.Code]))
 	}
 	return err
+}
+
+// badValue are the SQLSTATEs of values a caller sent that PostgreSQL
+// refuses to store (SQLite stores them): text with a NUL byte or bytes
+// that are not UTF-8, a JSON \u0000 escape, a number out of its column's
+// range.
+var badValue = map[string]string{
+	"22021": "a text value holds a NUL character or bytes that are not UTF-8",
+	"22P05": "a JSON value holds a \\u0000 escape or a character PostgreSQL cannot store",
+	"22003": "a number is out of range for its field",
+	"54000": "a value is too large to store",
 }
 
 // tx is one write transaction; lockTimeout, until sent, is the
