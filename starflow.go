@@ -1,8 +1,11 @@
 package starflow
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -170,11 +173,15 @@ type EnqueueOptions struct {
 	MaxAttempts int
 	// Trigger records what started the run. Default api.
 	Trigger starflowtype.TriggerType
-	// RequestHash identifies the request an IdempotencyKey answers (the
-	// HTTP API hashes the workflow, input and options): a repeat of the
-	// key with another hash is refused with ErrConflict
-	// (state.EnqueueRunParams.RequestHash). Default "": not compared.
-	RequestHash string
+	// CompareRequest makes a repeat of IdempotencyKey with another
+	// request an ErrConflict instead of the first run (Stripe's rule; the
+	// HTTP API and the CLI set it). The request is the workflow name, the
+	// input (compacted), the revision as given, and the options that
+	// differ from the definition's defaults — sending a default
+	// explicitly is the same request as leaving it out. Its SHA-256 is
+	// stored with the receipt (state.EnqueueRunParams.RequestHash).
+	// Default false: a repeat returns the first run whatever it asked.
+	CompareRequest bool
 }
 
 // Engine embeds Starflow in a Go program.
@@ -477,8 +484,36 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 		ID: opts.ID, WorkspaceID: sc.Workspace, Env: sc.Env, DefinitionID: row.ID, WorkflowName: row.Name,
 		WorkflowRevision: row.Revision, RunnerPool: pool, Priority: opts.Priority, MaxAttempts: maxAttempts,
 		Delay: opts.Delay, RecoveryMode: mode, TriggerType: opts.Trigger, IdempotencyKey: opts.IdempotencyKey,
-		RequestHash: opts.RequestHash, Input: raw,
+		RequestHash: requestHash(name, raw, opts, def), Input: raw,
 	}, nil
+}
+
+// requestHash is the RequestHash of an enqueue with opts.CompareRequest
+// and an idempotency key, "" otherwise (see CompareRequest).
+func requestHash(name string, input json.RawMessage, opts *EnqueueOptions, def *workflow.Definition) string {
+	if !opts.CompareRequest || opts.IdempotencyKey == "" {
+		return ""
+	}
+	unlessDefault := func(given, dflt string) string {
+		if given == dflt {
+			return ""
+		}
+		return given
+	}
+	var compact bytes.Buffer
+	if json.Compact(&compact, input) != nil {
+		compact.Reset()
+		compact.Write(input)
+	}
+	maxAttempts := opts.MaxAttempts
+	if maxAttempts == cmp.Or(def.MaxAttempts, state.MaxAttemptsDefault) {
+		maxAttempts = 0
+	}
+	raw, _ := json.Marshal([]any{name, compact.String(), opts.Revision,
+		unlessDefault(string(opts.RecoveryMode), cmp.Or(def.RecoveryMode, string(starflowtype.RecoveryReplay))), unlessDefault(opts.Pool, def.RunnerPool),
+		opts.Priority, opts.Delay.Nanoseconds(), maxAttempts})
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
 }
 
 // Start starts the in-process runner (unless NoRunner) and, with

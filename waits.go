@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/starflow/starflow/internal/engine"
 	"github.com/starflow/starflow/internal/jsonvalue"
@@ -99,6 +100,12 @@ func (e *Engine) SignalKey(ctx context.Context, name, correlationKey string, pay
 }
 
 func (e *Engine) signal(ctx context.Context, p *state.SignalParams, payload json.RawMessage) (*state.SignalResult, error) {
+	if strings.HasPrefix(p.Signal, reservedSignalPrefix) {
+		// The engine's own signals (a child run's end, ChildSignal) are
+		// written by the engine alone: a forged one would end a parent's
+		// child wait with a made-up result.
+		return nil, starflowtype.Invalid(fmt.Errorf("signal name %q is reserved: names starting with %q are the engine's own", p.Signal, reservedSignalPrefix))
+	}
 	if err := e.engine.Limits().CheckPayload(len(payload)); err != nil {
 		return nil, fmt.Errorf("signal %s: %w", p.Signal, err)
 	}
@@ -116,6 +123,10 @@ func (e *Engine) signal(ctx context.Context, p *state.SignalParams, payload json
 	}
 	return res, nil
 }
+
+// reservedSignalPrefix starts the signal names the engine sends itself
+// (starflowtype.ChildSignal); Signal and SignalKey refuse them.
+const reservedSignalPrefix = "starflow."
 
 // Waits lists a run's waits (every attempt), oldest first.
 func (e *Engine) Waits(ctx context.Context, runID string) ([]*starflowtype.Wait, error) {

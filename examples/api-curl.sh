@@ -3,16 +3,26 @@
 # JSON): apply a definition, enqueue a run idempotently, follow its live
 # Server-Sent Events stream until it ends, and read its ledger.
 #
-#   starflow dev &                                     # serves 127.0.0.1:8480
-#   export STARFLOW_API_KEY=$(starflow keys create --name curl --role admin --workspace default)
-#   sh examples/api-curl.sh                            # or: sh examples/api-curl.sh FILE.yaml
+#   ./starflow dev &                                   # serves 127.0.0.1:8480
+#   export STARFLOW_API_KEY=$(./starflow keys create --name curl --role admin --workspace default)
+#   sh examples/api-curl.sh                            # the quickstart
+#   sh examples/api-curl.sh FILE.yaml '{"some": "input"}'
 #
 # STARFLOW_SERVER (default http://127.0.0.1:8480) names the server; with no
 # key configured on a loopback server STARFLOW_API_KEY may be left unset.
+# The run should end by itself: one that waits for a signal keeps the
+# stream open until something signals it.
 set -eu
 
 server="${STARFLOW_SERVER:-http://127.0.0.1:8480}"
 file="${1:-$(dirname "$0")/quickstart.yaml}"
+input="${2:-}"
+if [ -z "$input" ]; then
+  case "$file" in
+    *quickstart.yaml) input='{"customer": "curl", "quantity": 40}' ;;
+    *) input='{}' ;;
+  esac
+fi
 # The workflow's name is the definition's `name:` line.
 name=$(sed -n 's/^name:[[:space:]]*\([A-Za-z0-9_.-]*\).*/\1/p' "$file" | head -n 1)
 auth="X-Starflow-Client: api-curl.sh" # a harmless header when there is no key
@@ -37,12 +47,13 @@ api -X PUT --data-binary "@$file" -H 'Content-Type: application/yaml' \
 
 key="curl-demo-$(date +%s)"
 echo "== enqueue (Idempotency-Key: $key; a second call returns the same run)"
-run=$(api -X POST -H 'Content-Type: application/json' -H "Idempotency-Key: $key" \
-  --data '{"input": {"customer": "curl", "quantity": 40}}' \
-  "$server/run/$name/enqueue" | jq -r .id)
-again=$(api -X POST -H 'Content-Type: application/json' -H "Idempotency-Key: $key" \
-  --data '{"input": {"customer": "curl", "quantity": 40}}' \
-  "$server/run/$name/enqueue" | jq -r .id)
+# (api's answer is kept before jq reads it: a failed request stops here.)
+first=$(api -X POST -H 'Content-Type: application/json' -H "Idempotency-Key: $key" \
+  --data "{\"input\": $input}" "$server/run/$name/enqueue")
+run=$(printf '%s\n' "$first" | jq -r .id)
+second=$(api -X POST -H 'Content-Type: application/json' -H "Idempotency-Key: $key" \
+  --data "{\"input\": $input}" "$server/run/$name/enqueue")
+again=$(printf '%s\n' "$second" | jq -r .id)
 echo "run $run (repeat: $again)"
 [ "$run" = "$again" ] || { echo "the idempotent repeat made another run" >&2; exit 1; }
 

@@ -213,7 +213,7 @@ type EnqueueRunParams struct {
 	WorkflowRevision string
 	RunnerPool       string // "" = any pool
 	Priority         int
-	MaxAttempts      int // default 3
+	MaxAttempts      int // default MaxAttemptsDefault
 	Delay            time.Duration
 	RecoveryMode     starflowtype.RecoveryMode
 	TriggerType      starflowtype.TriggerType
@@ -229,6 +229,10 @@ type EnqueueRunParams struct {
 	RequestHash string
 	Input       json.RawMessage
 }
+
+// MaxAttemptsDefault is a run's attempts when neither the enqueue nor
+// its definition says.
+const MaxAttemptsDefault = 3
 
 // IdempotencyTTLDefault is how long an idempotency receipt holds.
 const IdempotencyTTLDefault = 24 * time.Hour

@@ -364,11 +364,14 @@ with another input or other options is refused, 409.`,
 			return withBackend(cmd, g, backendOptions{create: true, limits: limits}, func(ctx context.Context, b backend) error {
 				run, err := b.enqueue(ctx, args[0], in, &starflow.EnqueueOptions{
 					IdempotencyKey: key, RecoveryMode: starflowtype.RecoveryMode(mode), Pool: pool,
-					Delay: delay, Priority: priority,
+					Delay: delay, Priority: priority, CompareRequest: true,
 				})
 				if err != nil {
 					if isNotFound(err) {
 						return fmt.Errorf("no workflow named %q has been applied %s (starflow apply FILE)", args[0], b.where())
+					}
+					if key != "" && errors.Is(err, starflowtype.ErrConflict) {
+						return fmt.Errorf("idempotency key %q was used with a different request; nothing was enqueued (use another key)", key)
 					}
 					return err
 				}
@@ -378,7 +381,7 @@ with another input or other options is refused, 409.`,
 		},
 	}
 	cmd.Flags().StringVar(&input, "input", "", "run input: a JSON object, or @FILE")
-	cmd.Flags().StringVar(&key, "idempotency-key", "", "makes the enqueue idempotent: a repeat returns the first run")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "makes the enqueue idempotent: a repeat returns the first run (the same key with another input or options is refused)")
 	cmd.Flags().StringVar(&mode, "recovery-mode", "", "replay, resume or manual (default: the definition's)")
 	cmd.Flags().StringVar(&pool, "pool", "", "runner pool (default: the definition's runner_pool, or any)")
 	cmd.Flags().DurationVar(&delay, "delay", 0, "make the run available only after this long")

@@ -260,7 +260,13 @@ func (s *apiServer) fail(err error) error {
 	case errors.As(err, &limit):
 		return huma.Error413RequestEntityTooLarge(err.Error())
 	case errors.As(err, &verrs):
-		return huma.Error422UnprocessableEntity(err.Error())
+		// Every problem of the definition, where it is in the source.
+		p := &api.Problem{Type: "about:blank", Title: "Unprocessable Entity", Status: http.StatusUnprocessableEntity,
+			Detail: fmt.Sprintf("the definition has %d problem(s): %s", len(verrs), verrs[0].Msg)}
+		for _, e := range verrs {
+			p.Errors = append(p.Errors, api.ProblemError{Message: e.Msg, Location: fmt.Sprintf("body:%d:%d", e.Line, e.Column)})
+		}
+		return p
 	case errors.Is(err, starflowtype.ErrInvalid), errors.Is(err, starflowtype.ErrPayloadInvalid),
 		errors.Is(err, starflowtype.ErrTokenInvalid):
 		return huma.Error400BadRequest(err.Error())

@@ -55,6 +55,11 @@ func TestEnqueueIdempotency(t *testing.T) {
 			t.Errorf("a repeat returned run %s, want the first run %s", id, r1.ID)
 		}
 	}
+	// The definition's defaults sent explicitly are the same request.
+	same := map[string]any{"input": map[string]any{"n": 7}, "priority": 3, "recovery_mode": "replay", "max_attempts": 3, "delay": "0s", "pool": ""}
+	if a := e.call("POST", "/run/quick/enqueue", key, same, "Idempotency-Key", "order-7"); a.status != http.StatusOK {
+		t.Errorf("the same request with its defaults spelled out: %d %s, want 200", a.status, shortBody(a.body))
+	}
 	other := e.call("POST", "/run/quick/enqueue", key, map[string]any{"input": map[string]any{"n": 8}}, "Idempotency-Key", "order-7")
 	var p api.Problem
 	if other.status != http.StatusConflict {
@@ -499,5 +504,22 @@ func TestStreamsEndWhenTheKeyIsRevoked(t *testing.T) {
 	case <-done:
 	case <-time.After(liveRecheck + 5*time.Second):
 		t.Fatal("the stream of a revoked key is still open")
+	}
+}
+
+// TestDefinitionErrorsCarryPositions: a definition that does not
+// validate is 422 with each problem at body:LINE:COLUMN; one over the
+// source cap is 413 naming the limit.
+func TestDefinitionErrorsCarryPositions(t *testing.T) {
+	e := newAPIEnv(t, true, nil)
+	a := e.call("PUT", "/api/workflows/quick", e.keys["alpha/admin"], "name: quick\nsteps:\n  - id: a\n    context_set: {x: \"${{ nope( }}\"}\n")
+	var p api.Problem
+	a.decode(t, &p)
+	if a.status != 422 || len(p.Errors) == 0 || !strings.HasPrefix(p.Errors[0].Location, "body:4:") {
+		t.Errorf("an invalid definition: %d %s, want 422 with errors at body:4:…", a.status, shortBody(a.body))
+	}
+	big := "name: quick\n# " + strings.Repeat("x", 1<<20) + "\nsteps: []\n"
+	if a := e.call("PUT", "/api/workflows/quick", e.keys["alpha/admin"], big); a.status != 413 || !strings.Contains(string(a.body), "limits.definition_bytes") {
+		t.Errorf("a source over the cap: %d %s, want 413 naming limits.definition_bytes", a.status, shortBody(a.body))
 	}
 }

@@ -49,12 +49,10 @@ type validationOutput struct{ Body *api.Validation }
 type planOutput struct{ Body *starflow.Plan }
 
 func (s *apiServer) registerDefinitions() {
-	sourceBytes := int64(s.engine.Limits().SourceBytes)
-	if sourceBytes <= 0 {
-		sourceBytes = 1 << 30
-	}
 	withSource := func(o huma.Operation) huma.Operation {
-		o.MaxBodyBytes = sourceBytes + 1
+		// The source cap (Limits.SourceBytes) answers first, naming
+		// limits.definition_bytes; the body limit stops far larger ones.
+		o.MaxBodyBytes = bodyCap(int64(s.engine.Limits().SourceBytes))
 		return withErrors(o, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity)
 	}
 	huma.Register(s.api, withSource(op("apply-workflow", http.MethodPut, "/api/workflows/{name}", starflowtype.RoleAdmin,

@@ -152,6 +152,8 @@ func TestBadRequestsAreProblems(t *testing.T) {
 		{"GET", "/api/runs/" + run.ID[:8] + "/events?after=-1", nil, 422, "after"},
 		{"POST", "/api/runs/" + run.ID + "/resume", `{"mode": "sideways"}`, 422, "mode"},
 		{"POST", "/api/runs/" + run.ID + "/signal", `{"payload": 1}`, 422, "name"},
+		{"POST", "/api/runs/" + run.ID + "/signal", `{"name": "starflow.child", "payload": {"forged": true}}`, 400, "reserved"},
+		{"POST", "/api/signals", `{"name": "starflow.child", "correlation_key": "x"}`, 400, "reserved"},
 		{"PUT", "/api/workflows/quick", "name: quick\nsteps: [", 422, ""},
 		{"PUT", "/api/workflows/other", quickWF, 422, "other"},
 		{"PUT", "/api/sessions/s/vars/k", `{"value": 1, "keep_for": "forever"}`, 400, "keep_for"},

@@ -1,11 +1,8 @@
 package httpserver
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -214,9 +211,7 @@ func (s *apiServer) enqueue(ctx context.Context, in *enqueueInput) (*runOutput, 
 		}
 		opts.Delay = d
 	}
-	if in.IdempotencyKey != "" {
-		opts.RequestHash = requestHash(in.Workflow, b)
-	}
+	opts.CompareRequest = true
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	r, err := s.engine.Enqueue(ctx, in.Workflow, json.RawMessage(b.Input), opts)
@@ -237,22 +232,6 @@ func (s *apiServer) enqueue(ctx context.Context, in *enqueueInput) (*runOutput, 
 		status = http.StatusOK
 	}
 	return &runOutput{Status: status, Body: r}, nil
-}
-
-// requestHash identifies an enqueue request for its idempotency receipt:
-// the workflow and every field of the body, the input compacted.
-func requestHash(workflow string, b *api.EnqueueRequest) string {
-	c := *b
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b.Input); err == nil {
-		c.Input = buf.Bytes()
-	}
-	raw, _ := json.Marshal(struct {
-		W string             `json:"w"`
-		B api.EnqueueRequest `json:"b"`
-	}{workflow, c})
-	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:])
 }
 
 // listRuns answers one page of a run listing.

@@ -93,7 +93,7 @@ func newEnqueue(p *state.EnqueueRunParams) (*enqueue, error) {
 		}
 	}
 	if e.maxAttempts <= 0 {
-		e.maxAttempts = 3
+		e.maxAttempts = state.MaxAttemptsDefault
 	}
 	if e.mode == "" {
 		e.mode = starflowtype.RecoveryReplay
