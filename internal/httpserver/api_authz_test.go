@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/starflow/starflow/api"
@@ -129,15 +130,17 @@ func (e *apiEnv) sessionVar(ws, session, key string) {
 	}
 }
 
-var seqN int
+var seqN atomic.Int64
 
-func (e *apiEnv) seq() int { seqN++; return seqN }
+// seq is a number no other call of the package's tests got.
+func (e *apiEnv) seq() int { return int(seqN.Add(1)) }
 
 // TestAuthorizationMatrix calls every route as no key, viewer, operator
 // and admin of workspace alpha, on a resource of alpha and of beta: no
 // key is 401, a weaker role 403, another workspace's resource 404, and
 // an allowed call its documented status. Public routes apiAnswer everyone.
 func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	callers := []string{"", "alpha/viewer", "alpha/operator", "alpha/admin"}
 	for _, rc := range allRoutes() {
@@ -193,6 +196,7 @@ func shortBody(b []byte) string {
 // document included, so a route added later is covered — and a
 // malformed, unknown or revoked key is 401 everywhere.
 func TestEveryRouteNeedsAKeyOnceOneExists(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	doc := e.call("GET", "/openapi.json", "", nil)
 	var oa struct {

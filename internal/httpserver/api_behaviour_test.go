@@ -21,6 +21,7 @@ import (
 // 200 with the same run, concurrent repeats make one run, and the key
 // with another input is 409 conflict.
 func TestEnqueueIdempotency(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	key := e.keys["alpha/operator"]
 	body := map[string]any{"input": map[string]any{"n": 7}, "priority": 3}
@@ -86,6 +87,7 @@ func TestEnqueueIdempotency(t *testing.T) {
 // are inserted: every run is seen once; filters narrow; another
 // workspace's runs never show.
 func TestRunsPagingAndFilters(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	key := e.keys["alpha/viewer"]
 	var want []string
@@ -141,6 +143,7 @@ func TestRunsPagingAndFilters(t *testing.T) {
 // TestRunIDPrefixes: a unique prefix of 8 or more hex digits names a
 // run; a prefix of another workspace's run is 404.
 func TestRunIDPrefixes(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	r := e.ended("alpha")
 	b := e.ended("beta")
@@ -167,6 +170,7 @@ func TestRunIDPrefixes(t *testing.T) {
 
 // TestEnvLimitedKey: a key with an env sees only runs of that env.
 func TestEnvLimitedKey(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	prod := e.ended("alpha") // the engine's env, prod
 	staging := e.createKey("alpha", "staging", starflowtype.RoleOperator)
@@ -190,6 +194,7 @@ func TestEnvLimitedKey(t *testing.T) {
 // TestRevokedKeyIsRefusedAtOnce and a key made through the API works
 // at once.
 func TestKeysThroughTheAPI(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	admin := e.keys["alpha/admin"]
 	a := e.call("POST", "/api/keys", admin, map[string]any{"name": "ci", "role": "operator"})
@@ -219,6 +224,7 @@ func TestKeysThroughTheAPI(t *testing.T) {
 // without credentials (as admin of the engine's workspace), but a wrong
 // credential is still refused.
 func TestNoKeysServesOpenly(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, false, nil)
 	a := e.call("POST", "/run/quick/enqueue", "", map[string]any{"input": map[string]any{}})
 	if a.status != 201 {
@@ -237,6 +243,7 @@ func TestNoKeysServesOpenly(t *testing.T) {
 // order with ids, a run message per change, the end; Last-Event-ID
 // resumes after an event.
 func TestLiveRunStream(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	r := e.paused("alpha")
 	key := e.keys["alpha/operator"]
@@ -310,6 +317,7 @@ func TestLiveRunStream(t *testing.T) {
 // TestEnqueueRateLimit: past the burst, enqueue is 429 with
 // Retry-After; reads are not limited.
 func TestEnqueueRateLimit(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, func(c *APIConfig) { c.Rate, c.Burst = 0.001, 3 })
 	key := e.keys["alpha/operator"]
 	for i := range 3 {
@@ -332,6 +340,7 @@ func TestEnqueueRateLimit(t *testing.T) {
 // TestWrongMethodIs405: a method a route does not take is 405 with the
 // methods it does take, behind the key check like the route itself.
 func TestWrongMethodIs405(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	for _, c := range []struct{ method, path, allow string }{
 		{"DELETE", "/api/runs", "GET, HEAD"},
@@ -354,6 +363,7 @@ func TestWrongMethodIs405(t *testing.T) {
 // session variables, correlation keys, other envs' keys) needs a key
 // without an env.
 func TestEnvLimitedKeysStayInTheirEnv(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	prodOp := e.keys["alpha/operator"] // no env: every env, enqueues into prod
 	staging := e.createKey("alpha", "staging", starflowtype.RoleAdmin)
@@ -411,6 +421,7 @@ func TestEnvLimitedKeysStayInTheirEnv(t *testing.T) {
 // TestCrossSiteRequestsRefused: a browser's cross-site request that
 // changes state is 403 even while no key exists; a wake is not.
 func TestCrossSiteRequestsRefused(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, false, nil)
 	for _, h := range [][]string{{"Origin", "http://evil.example"}, {"Sec-Fetch-Site", "cross-site"}} {
 		if a := e.call("POST", "/run/quick/enqueue", "", []byte(`{"input": {}}`), h...); a.status != http.StatusForbidden {
@@ -432,6 +443,7 @@ func TestCrossSiteRequestsRefused(t *testing.T) {
 // path, query or headers are 400 before anything runs, and on
 // PostgreSQL (which cannot store them) values in bodies are 400 too.
 func TestNulAndBadUTF8AreRefused(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"sqlite", "postgres"} {
 		t.Run(name, func(t *testing.T) {
 			var e *apiEnv
@@ -481,6 +493,7 @@ func TestNulAndBadUTF8AreRefused(t *testing.T) {
 
 // TestStreamsEndWhenTheKeyIsRevoked and are bounded per key.
 func TestStreamsEndWhenTheKeyIsRevoked(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	key := e.createKey("alpha", "", starflowtype.RoleViewer)
 	r := e.paused("alpha") // never settles: the stream stays open
@@ -511,6 +524,7 @@ func TestStreamsEndWhenTheKeyIsRevoked(t *testing.T) {
 // validate is 422 with each problem at body:LINE:COLUMN; one over the
 // source cap is 413 naming the limit.
 func TestDefinitionErrorsCarryPositions(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	a := e.call("PUT", "/api/workflows/quick", e.keys["alpha/admin"], "name: quick\nsteps:\n  - id: a\n    context_set: {x: \"${{ nope( }}\"}\n")
 	var p api.Problem

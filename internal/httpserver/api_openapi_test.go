@@ -20,6 +20,7 @@ import (
 // 3.1, and calls every operation it documents as an admin, checking the
 // documented status and that the apiAnswer matches the document's schema.
 func TestOpenAPIDocument(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	raw := e.call("GET", "/openapi.json", "", nil)
 	if raw.status != 200 {
@@ -121,6 +122,7 @@ func (e *apiEnv) do(method, path, key string, body any) (*http.Request, *http.Re
 // fields and bad parameters get a 4xx problem naming what is wrong, and
 // nothing is written.
 func TestBadRequestsAreProblems(t *testing.T) {
+	t.Parallel()
 	e := newAPIEnv(t, true, nil)
 	op := e.keys["alpha/admin"]
 	run := e.ended("alpha")
