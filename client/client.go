@@ -189,6 +189,15 @@ func (c *Client) Revisions(ctx context.Context, name string) ([]*starflowtype.De
 	return out.Revisions, c.get(ctx, "/api/workflows/"+esc(name)+"/revisions", nil, out)
 }
 
+// Revision reads one stored revision of workflow name, with its spec and
+// source (GET /api/workflows/{name}/revisions/{revision}); revision is
+// the sha256 hex a Definition carries. A revision the workflow never had
+// is a 404 problem.
+func (c *Client) Revision(ctx context.Context, name, revision string) (*starflowtype.Definition, error) {
+	out := &starflowtype.Definition{}
+	return out, c.get(ctx, "/api/workflows/"+esc(name)+"/revisions/"+esc(revision), nil, out)
+}
+
 // EnqueueOptions is an enqueue: the body of POST /run/{workflow}/enqueue
 // and its Idempotency-Key.
 type EnqueueOptions struct {

@@ -65,6 +65,9 @@ func allRoutes() []routeCase {
 		{"GET", "/api/workflows/{name}/revisions", viewer, true, 200, func(_ *apiEnv, ws string, _ bool) (string, any) {
 			return "/api/workflows/only-" + ws + "/revisions", nil
 		}},
+		{"GET", "/api/workflows/{name}/revisions/{revision}", viewer, true, 200, func(e *apiEnv, ws string, _ bool) (string, any) {
+			return "/api/workflows/only-" + ws + "/revisions/" + e.revision(ws, "only-"+ws), nil
+		}},
 		{"POST", "/admin/validate", viewer, false, 200, fixed("/admin/validate", quickWF)},
 		{"POST", "/api/workflows/{name}/plan", viewer, false, 200, fixed("/api/workflows/quick/plan", quickWF)},
 		{"POST", "/run/{workflow}/enqueue", operator, true, 201, func(_ *apiEnv, ws string, _ bool) (string, any) {
@@ -118,6 +121,16 @@ func allRoutes() []routeCase {
 		{"GET", "/openapi.json", "", false, 200, fixed("/openapi.json", nil)},
 		{"POST", "/wake/{token}", "", false, 401, fixed("/wake/not-a-token", nil)},
 	}
+}
+
+// revision is the current revision of workflow name in workspace ws.
+func (e *apiEnv) revision(ws, name string) string {
+	e.t.Helper()
+	d, err := e.store.GetDefinition(context.Background(), &state.GetDefinitionParams{WorkspaceID: ws, Name: name})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d.Revision
 }
 
 // sessionVar writes a session variable of workspace ws.
@@ -219,7 +232,7 @@ func TestEveryRouteNeedsAKeyOnceOneExists(t *testing.T) {
 				continue
 			}
 			p := strings.NewReplacer("{id}", "00000000-0000-0000-0000-000000000000", "{name}", "quick", "{workflow}", "quick",
-				"{session}", "s", "{key}", "k").Replace(path)
+				"{session}", "s", "{key}", "k", "{revision}", strings.Repeat("0", 64)).Replace(path)
 			for _, key := range []string{"", "sf_malformed", revoked, "sf_" + strings.Repeat("A", 43)} {
 				if a := e.call(strings.ToUpper(method), p, key, nil); a.status != http.StatusUnauthorized {
 					t.Errorf("%s %s with key %q: %d %s, want 401", strings.ToUpper(method), p, key, a.status, shortBody(a.body))

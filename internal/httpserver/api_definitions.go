@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -34,6 +35,12 @@ func (in *SourceBody) filename(name string) string {
 
 type NameParam struct {
 	Name string `path:"name" minLength:"1" maxLength:"200" doc:"The workflow's name."`
+}
+
+// RevisionParam names one stored revision of a workflow.
+type RevisionParam struct {
+	NameParam
+	Revision string `path:"revision" pattern:"^[0-9a-fA-F]{64}$" doc:"The revision: the sha256 (64 hex digits) of the definition's canonical JSON."`
 }
 
 type namedSourceInput struct {
@@ -115,6 +122,21 @@ func (s *apiServer) registerDefinitions() {
 				return nil, huma.Error404NotFound(fmt.Sprintf("workflow %q is not applied", in.Name))
 			}
 			return &revisionsOutput{&api.RevisionList{Revisions: summaries(defs)}}, nil
+		})
+	huma.Register(s.api, withErrors(op("get-workflow-revision", http.MethodGet, "/api/workflows/{name}/revisions/{revision}", starflowtype.RoleViewer,
+		"Read one stored revision of a workflow, spec and source included", "definitions"), http.StatusNotFound),
+		func(ctx context.Context, in *RevisionParam) (*definitionOutput, error) {
+			ctx, cancel := s.ctx(ctx)
+			defer cancel()
+			d, err := s.store.GetDefinition(ctx, &state.GetDefinitionParams{WorkspaceID: s.engine.ScopeOf(ctx).Workspace,
+				Name: in.Name, Revision: strings.ToLower(in.Revision)})
+			if errors.Is(err, starflowtype.ErrNotFound) {
+				return nil, huma.Error404NotFound(fmt.Sprintf("workflow %q has no revision %s", in.Name, in.Revision))
+			}
+			if err != nil {
+				return nil, s.fail(err)
+			}
+			return &definitionOutput{d}, nil
 		})
 	huma.Register(s.api, withSource(op("validate-workflow", http.MethodPost, "/admin/validate", starflowtype.RoleViewer,
 		"Validate a definition without storing it: every problem with its line and column", "definitions")),
