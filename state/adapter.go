@@ -170,6 +170,8 @@ type Adapter interface {
 	// Operator: API keys, definition listings, id prefixes, operator
 	// session variables.
 	Operator
+	// Watchdog: live runners, stuck classes, queue heads, stuck counts.
+	Watchdog
 }
 
 // Capabilities are the optional abilities of an adapter.

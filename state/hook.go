@@ -63,6 +63,8 @@ const (
 	OpSessionDelete            Op = "SessionDelete"
 	OpCreateAPIKey             Op = "CreateAPIKey"
 	OpRevokeAPIKey             Op = "RevokeAPIKey"
+	OpRunnerSeen               Op = "RunnerSeen"
+	OpRunnerGone               Op = "RunnerGone"
 )
 
 // EndedAttempt names an attempt whose open step rows (running, waiting) a

@@ -154,6 +154,9 @@ type Runner struct {
 	inflight map[string]context.CancelCauseFunc
 	loopDone chan struct{}
 	runs     sync.WaitGroup
+
+	presenceCancel context.CancelFunc
+	presenceDone   chan struct{}
 }
 
 // New returns a runner.
@@ -197,6 +200,9 @@ func (r *Runner) Start(ctx context.Context) error {
 		return errors.New("runner: already started")
 	}
 	r.started = true
+	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.presenceCancel, r.presenceDone = pcancel, make(chan struct{})
+	go r.presence(pctx)
 	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	r.loopDone = make(chan struct{})
 	go r.loop(ctx)
@@ -219,6 +225,7 @@ func (r *Runner) Stop(ctx context.Context) error {
 	close(r.drain) // runs in flight stop at their next step boundary
 	r.mu.Unlock()
 	<-r.loopDone
+	defer r.gone(ctx) // once its runs are done (or left to the sweep)
 
 	done := make(chan struct{})
 	go func() { r.runs.Wait(); close(done) }()
@@ -247,6 +254,51 @@ func (r *Runner) Stop(ctx context.Context) error {
 // ReleaseWait bounds how long Stop waits for cancelled runs to release
 // their leases.
 const ReleaseWait = 10 * time.Second
+
+// presence keeps the runner's workflow_runners row (state.Watchdog) live:
+// written at once and then every Heartbeat, each live for LeaseTTL, so
+// the cold store can tell a queue no live runner serves from one that
+// waits its turn. A failed write is logged once until one succeeds again,
+// never fatal: the row then expires and its runs read queued_no_runner.
+func (r *Runner) presence(ctx context.Context) {
+	defer close(r.presenceDone)
+	t := time.NewTicker(r.cfg.Heartbeat)
+	defer t.Stop()
+	failing := false
+	for {
+		hctx, cancel := context.WithTimeout(ctx, r.cfg.LeaseTTL/heartbeatTimeoutFraction)
+		err := r.store.RunnerSeen(hctx, &state.RunnerSeenParams{RunnerID: r.cfg.ID, WorkspaceID: r.cfg.Workspace,
+			Pools: r.cfg.Pools, OnlyRun: r.cfg.OnlyRun, Concurrency: r.cfg.Concurrency, RunsHeld: r.Held(), TTL: r.cfg.LeaseTTL})
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			r.cfg.Logger.Warn("runner presence not written to the store; retrying every heartbeat", "error", err)
+			failing = true
+		case err == nil:
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// gone stops the presence and removes the runner's row (a clean stop), at
+// most goneTimeout after ctx is done.
+func (r *Runner) gone(ctx context.Context) {
+	r.presenceCancel()
+	<-r.presenceDone
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), goneTimeout)
+	defer cancel()
+	if err := r.store.RunnerGone(gctx, r.cfg.ID); err != nil {
+		r.cfg.Logger.Warn("runner presence not removed from the store; it expires after the lease TTL", "error", err)
+	}
+}
+
+// goneTimeout bounds the removal of the runner's row at Stop.
+const goneTimeout = 5 * time.Second
 
 func (r *Runner) inflightCount() int {
 	r.mu.Lock()

@@ -544,7 +544,10 @@ SELECT workspace_id, env, attempt, status, claim_state, coalesce(runner_pool, ''
    FOR UPDATE;
 
 -- name: run_cancel_requested
-UPDATE workflow_runs SET cancel_requested = true, updated_at = now() WHERE id = $1;
+-- cancel_requested_at: the first request (the reason's "since").
+UPDATE workflow_runs
+   SET cancel_requested = true, cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
+ WHERE id = $1;
 
 -- name: run_requeued
 UPDATE workflow_runs
@@ -560,6 +563,7 @@ UPDATE workflow_runs
        error             = NULL,
        dead_lettered     = false,
        cancel_requested  = false,
+       cancel_requested_at = NULL,
        completed_at      = NULL,
        duration_ms       = NULL,
        leased_by         = NULL,
@@ -890,6 +894,160 @@ SELECT id::text FROM workflow_runs
    AND CASE WHEN $3::text = '' THEN true ELSE workspace_id = $3::text END
  ORDER BY workflow_runs.id
  LIMIT $4;
+
+-- The watchdog (state.Watchdog, issue 13) -----------------------------------
+
+-- name: runner_seen
+-- A runner's heartbeat: its row, live until now + $7 (its lease TTL).
+INSERT INTO workflow_runners (id, workspace_id, pools, only_run, concurrency, runs_held,
+                              started_at, last_seen, expires_at)
+VALUES ($1, $2, $3::jsonb, $4, $5, $6, now(), now(), now() + $7::bigint * interval '1 microsecond')
+ON CONFLICT (id) DO UPDATE
+   SET workspace_id = excluded.workspace_id, pools = excluded.pools, only_run = excluded.only_run,
+       concurrency = excluded.concurrency, runs_held = excluded.runs_held,
+       last_seen = excluded.last_seen, expires_at = excluded.expires_at;
+
+-- name: runners_forget
+-- Rows of runners that expired long ago ($1: now moved back by how long).
+DELETE FROM workflow_runners WHERE expires_at < now() + $1::bigint * interval '1 microsecond';
+
+-- name: runner_gone
+DELETE FROM workflow_runners WHERE id = $1;
+
+-- name: list_runners
+-- $1 workspace ('' = any: else the runners that claim from it); $2 live only.
+SELECT id, workspace_id, pools, only_run, concurrency, runs_held, started_at, last_seen, expires_at
+  FROM workflow_runners
+ WHERE ($1::text = '' OR workspace_id IN ('', $1::text))
+   AND (NOT $2::boolean OR expires_at > now())
+ ORDER BY id;
+
+-- The stuck class of a run (state.StuckRow.Class), decided on the
+-- database clock from the run row r, its oldest pending wait w of the
+-- current attempt (paused runs) and one open step st of the current
+-- attempt (held runs: one between two tries, else the one written last).
+-- _stuck_joins joins w and st to r (and n.t, now); _stuck_class is the
+-- class, _stuck_since when the run entered it, both over the columns of
+-- the select they appear in (r_*, w_*, st_*).
+
+-- name: _stuck_joins
+  CROSS JOIN (SELECT now() AS t) n
+  LEFT JOIN LATERAL (
+       SELECT w.kind, w.signal, w.correlation_key, w.step_id, w.scope_path, w.wake_at,
+              w.expires_at, w.created_at
+         FROM workflow_waits w
+        WHERE r.status = 'paused' AND w.run_id = r.id AND w.attempt = r.attempt AND w.status = 'pending'
+        ORDER BY w.created_at, w.seq
+        LIMIT 1) w ON true
+  LEFT JOIN LATERAL (
+       SELECT st.step_id, st.scope_path, st.tries, coalesce(st.updated_at, st.started_at) AS updated_at,
+              coalesce(st.error, '') <> '' AS retrying
+         FROM workflow_steps st
+        WHERE r.claim_state IN ('claimed', 'running')
+          AND st.run_id = r.id AND st.attempt = r.attempt AND st.status = 'running'
+        ORDER BY coalesce(st.error, '') <> '' DESC, coalesce(st.updated_at, st.started_at) DESC, st.seq DESC
+        LIMIT 1) st ON true
+
+-- name: _stuck_columns
+       r.id::text AS r_id, r.workspace_id AS r_workspace, r.env AS r_env,
+       coalesce(r.runner_pool, '') AS r_pool, r.status AS r_status, r.attempt AS r_attempt,
+       r.max_attempts AS r_max_attempts, r.recovery_mode AS r_mode, coalesce(r.error, '') AS r_error,
+       coalesce(r.leased_by, '') AS r_leased_by, r.last_heartbeat AS r_heartbeat,
+       r.available_at AS r_available_at, r.lease_until AS r_lease_until, r.created_at AS r_created_at,
+       r.updated_at AS r_updated_at, r.cancel_requested_at AS r_cancel_at, n.t AS db_now,
+       coalesce(w.kind, '') AS w_kind, coalesce(w.signal, '') AS w_signal,
+       coalesce(w.correlation_key, '') AS w_key, coalesce(w.step_id, '') AS w_step,
+       coalesce(w.scope_path, '') AS w_scope, w.wake_at AS w_wake_at, w.expires_at AS w_expires_at,
+       w.created_at AS w_created_at,
+       coalesce(st.step_id, '') AS st_step, coalesce(st.scope_path, '') AS st_scope,
+       coalesce(st.tries, 0) AS st_tries, st.updated_at AS st_updated_at,
+       CASE
+         WHEN r.status IN ('succeeded', 'failed', 'cancelled') THEN ''
+         WHEN r.claim_state IN ('claimed', 'running') THEN
+              CASE WHEN r.lease_until < n.t THEN 'lease_stale'
+                   WHEN r.cancel_requested THEN 'cancel_requested'
+                   WHEN w.kind IS NOT NULL THEN 'waiting_' || w.kind
+                   WHEN coalesce(st.retrying, false) THEN 'retry_step'
+                   ELSE '' END
+         WHEN r.claim_state = 'parked' THEN coalesce('waiting_' || w.kind, '')
+         WHEN r.claim_state = 'queued' THEN
+              CASE WHEN r.available_at <= n.t THEN 'queued'
+                   WHEN r.status = 'interrupted' THEN 'retry_run'
+                   ELSE 'delayed' END
+         WHEN r.claim_state = 'abandoned' THEN 'interrupted'
+         ELSE '' END AS class
+
+-- name: _stuck_since
+CASE class
+  WHEN 'lease_stale' THEN r_lease_until
+  WHEN 'cancel_requested' THEN coalesce(r_cancel_at, r_updated_at)
+  WHEN 'retry_step' THEN st_updated_at
+  WHEN 'retry_run' THEN r_updated_at
+  WHEN 'delayed' THEN r_created_at
+  WHEN 'queued' THEN r_available_at
+  WHEN 'interrupted' THEN r_updated_at
+  WHEN '' THEN NULL
+  ELSE w_created_at END
+
+-- name: runs_stuck
+-- The stuck class of runs $1 (ids) and what their reasons are made of;
+-- for a step between two tries, its last node_retry (when it was written
+-- and its backoff_ms).
+SELECT s.r_id, s.r_workspace, s.r_env, s.r_pool, s.r_status, s.class, /*_stuck_since*/,
+       s.r_attempt, s.r_max_attempts, s.r_mode, s.r_error, s.r_leased_by, s.r_heartbeat,
+       s.r_available_at, s.w_kind, s.w_signal, s.w_key, s.w_step, s.w_scope, s.w_wake_at,
+       s.w_expires_at, s.st_step, s.st_scope, s.st_tries, e.created_at, coalesce(e.backoff_ms, 0)
+  FROM (SELECT /*_stuck_columns*/
+          FROM workflow_runs r
+/*_stuck_joins*/
+         WHERE r.id = ANY ($1::uuid[])) s
+  LEFT JOIN LATERAL (
+       SELECT e.created_at, (e.payload_json ->> 'backoff_ms')::bigint AS backoff_ms
+         FROM workflow_run_events e
+        WHERE s.class = 'retry_step' AND e.run_id = s.r_id::uuid AND e.attempt = s.r_attempt
+          AND e.event_type = 'node_retry' AND e.node_id = s.st_step AND e.scope_path = s.st_scope
+        ORDER BY e.id DESC
+        LIMIT 1) e ON true;
+
+-- name: queue_head
+-- The claimable runs of workspace $1, env $2 and pool $3 ('' = none) in
+-- claim order, as claim_run reads them (idx_workflow_runs_claim_pool).
+SELECT id::text, priority, available_at, created_at
+  FROM workflow_runs
+ WHERE claim_state = 'queued' AND available_at <= now()
+   AND workspace_id = $1 AND env = $2 AND coalesce(runner_pool, '') = $3
+ ORDER BY priority DESC, available_at, seq
+ LIMIT $4;
+
+-- name: stuck_counts
+-- Every unfinished run counted by stuck class (queued ones per workspace
+-- and pool), binned by age in seconds over the bounds $1 (width_bucket:
+-- the number of bounds at or below the age). The workspaces are found by
+-- a loose scan (one index probe each) and each one's unfinished runs read
+-- from idx_workflow_runs_workspace_status_list: the cost follows the
+-- unfinished runs, not the table.
+WITH RECURSIVE ws(w) AS (
+       (SELECT workspace_id FROM workflow_runs ORDER BY workspace_id LIMIT 1)
+       UNION ALL
+       SELECT (SELECT workspace_id FROM workflow_runs WHERE workspace_id > ws.w ORDER BY workspace_id LIMIT 1)
+         FROM ws WHERE ws.w IS NOT NULL),
+s AS (
+       SELECT /*_stuck_columns*/
+         FROM ws
+        CROSS JOIN LATERAL (
+              SELECT * FROM workflow_runs
+               WHERE workspace_id = ws.w AND status IN ('queued', 'running', 'paused', 'interrupted')) r
+/*_stuck_joins*/),
+a AS (
+       SELECT class,
+              CASE WHEN class = 'queued' THEN r_workspace ELSE '' END AS workspace,
+              CASE WHEN class = 'queued' THEN r_pool ELSE '' END AS pool,
+              greatest(extract(epoch FROM db_now - /*_stuck_since*/)::float8, 0) AS age
+         FROM s
+        WHERE class <> '')
+SELECT class, workspace, pool, width_bucket(age, $1::float8[]), count(*), sum(age)
+  FROM a
+ GROUP BY 1, 2, 3, 4;
 
 -- The outbox (SPEC §8) -----------------------------------------------------
 

@@ -518,7 +518,10 @@ SELECT workspace_id, env, attempt, status, claim_state, coalesce(runner_pool, ''
  WHERE id = ?1 AND (?2 = '' OR workspace_id = ?2);
 
 -- name: run_cancel_requested
-UPDATE workflow_runs SET cancel_requested = 1, updated_at = now() WHERE id = ?1;
+-- cancel_requested_at: the first request (the reason's "since").
+UPDATE workflow_runs
+   SET cancel_requested = 1, cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
+ WHERE id = ?1;
 
 -- name: run_requeued
 UPDATE workflow_runs
@@ -534,6 +537,7 @@ UPDATE workflow_runs
        error              = NULL,
        dead_lettered      = 0,
        cancel_requested   = 0,
+       cancel_requested_at = NULL,
        completed_at       = NULL,
        duration_ms        = NULL,
        leased_by          = NULL,
@@ -856,6 +860,159 @@ SELECT id FROM workflow_runs
    AND CASE WHEN ?3 = '' THEN 1 ELSE workspace_id = ?3 END
  ORDER BY id
  LIMIT ?4;
+
+-- The watchdog (state.Watchdog, issue 13) -----------------------------------
+
+-- name: runner_seen
+-- A runner's heartbeat: its row, live until now moved by ?7 (its lease TTL).
+INSERT INTO workflow_runners (id, workspace_id, pools, only_run, concurrency, runs_held,
+                              started_at, last_seen, expires_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, now(), now(), now(?7))
+ON CONFLICT (id) DO UPDATE
+   SET workspace_id = excluded.workspace_id, pools = excluded.pools, only_run = excluded.only_run,
+       concurrency = excluded.concurrency, runs_held = excluded.runs_held,
+       last_seen = excluded.last_seen, expires_at = excluded.expires_at;
+
+-- name: runners_forget
+-- Rows of runners that expired long ago (?1: how long, a negative modifier).
+DELETE FROM workflow_runners WHERE expires_at < now(?1);
+
+-- name: runner_gone
+DELETE FROM workflow_runners WHERE id = ?1;
+
+-- name: list_runners
+-- ?1 workspace ('' = any: else the runners that claim from it); ?2 live only.
+SELECT id, workspace_id, pools, only_run, concurrency, runs_held, started_at, last_seen, expires_at
+  FROM workflow_runners
+ WHERE (?1 = '' OR workspace_id IN ('', ?1))
+   AND (NOT ?2 OR expires_at > now())
+ ORDER BY id;
+
+-- The stuck class of a run (state.StuckRow.Class), decided on the
+-- database clock from the run row r, its oldest pending wait w of the
+-- current attempt (paused runs) and one open step st of the current
+-- attempt (held runs: one between two tries, else the one written last),
+-- as in state/pgstore/queries.sql (SQLite has no LATERAL: each is joined
+-- by the rowid a correlated subquery picks). _stuck_joins joins w and st
+-- to r (and n.t, now); _stuck_columns selects the columns and the class,
+-- _stuck_since is when the run entered its class, over those columns.
+
+-- name: _stuck_joins
+  CROSS JOIN (SELECT now() AS t) n
+  LEFT JOIN workflow_waits w
+    ON w.rowid = (SELECT x.rowid FROM workflow_waits x
+                   WHERE r.status = 'paused' AND x.run_id = r.id AND x.attempt = r.attempt
+                     AND x.status = 'pending'
+                   ORDER BY x.created_at, x.rowid
+                   LIMIT 1)
+  LEFT JOIN workflow_steps st
+    ON st.rowid = (SELECT x.rowid FROM workflow_steps x
+                    WHERE r.claim_state IN ('claimed', 'running')
+                      AND x.run_id = r.id AND x.attempt = r.attempt AND x.status = 'running'
+                    ORDER BY coalesce(x.error, '') <> '' DESC, coalesce(x.updated_at, x.started_at) DESC,
+                             x.rowid DESC
+                    LIMIT 1)
+
+-- name: _stuck_columns
+       r.id AS r_id, r.workspace_id AS r_workspace, r.env AS r_env,
+       coalesce(r.runner_pool, '') AS r_pool, r.status AS r_status, r.attempt AS r_attempt,
+       r.max_attempts AS r_max_attempts, r.recovery_mode AS r_mode, coalesce(r.error, '') AS r_error,
+       coalesce(r.leased_by, '') AS r_leased_by, r.last_heartbeat AS r_heartbeat,
+       r.available_at AS r_available_at, r.lease_until AS r_lease_until, r.created_at AS r_created_at,
+       r.updated_at AS r_updated_at, r.cancel_requested_at AS r_cancel_at, n.t AS db_now,
+       coalesce(w.kind, '') AS w_kind, coalesce(w.signal, '') AS w_signal,
+       coalesce(w.correlation_key, '') AS w_key, coalesce(w.step_id, '') AS w_step,
+       coalesce(w.scope_path, '') AS w_scope, w.wake_at AS w_wake_at, w.expires_at AS w_expires_at,
+       w.created_at AS w_created_at,
+       coalesce(st.step_id, '') AS st_step, coalesce(st.scope_path, '') AS st_scope,
+       coalesce(st.tries, 0) AS st_tries, coalesce(st.updated_at, st.started_at) AS st_updated_at,
+       CASE
+         WHEN r.status IN ('succeeded', 'failed', 'cancelled') THEN ''
+         WHEN r.claim_state IN ('claimed', 'running') THEN
+              CASE WHEN r.lease_until < n.t THEN 'lease_stale'
+                   WHEN r.cancel_requested THEN 'cancel_requested'
+                   WHEN w.kind IS NOT NULL THEN 'waiting_' || w.kind
+                   WHEN coalesce(st.error, '') <> '' THEN 'retry_step'
+                   ELSE '' END
+         WHEN r.claim_state = 'parked' THEN coalesce('waiting_' || w.kind, '')
+         WHEN r.claim_state = 'queued' THEN
+              CASE WHEN r.available_at <= n.t THEN 'queued'
+                   WHEN r.status = 'interrupted' THEN 'retry_run'
+                   ELSE 'delayed' END
+         WHEN r.claim_state = 'abandoned' THEN 'interrupted'
+         ELSE '' END AS class
+
+-- name: _stuck_since
+CASE class
+  WHEN 'lease_stale' THEN r_lease_until
+  WHEN 'cancel_requested' THEN coalesce(r_cancel_at, r_updated_at)
+  WHEN 'retry_step' THEN st_updated_at
+  WHEN 'retry_run' THEN r_updated_at
+  WHEN 'delayed' THEN r_created_at
+  WHEN 'queued' THEN r_available_at
+  WHEN 'interrupted' THEN r_updated_at
+  WHEN '' THEN NULL
+  ELSE w_created_at END
+
+-- name: runs_stuck
+-- The stuck class of runs ?1 (ids) and what their reasons are made of;
+-- for a step between two tries, its last node_retry (when it was written
+-- and its backoff_ms).
+SELECT s.r_id, s.r_workspace, s.r_env, s.r_pool, s.r_status, s.class, /*_stuck_since*/,
+       s.r_attempt, s.r_max_attempts, s.r_mode, s.r_error, s.r_leased_by, s.r_heartbeat,
+       s.r_available_at, s.w_kind, s.w_signal, s.w_key, s.w_step, s.w_scope, s.w_wake_at,
+       s.w_expires_at, s.st_step, s.st_scope, s.st_tries, e.created_at,
+       coalesce(json_extract(e.payload_json, '$.backoff_ms'), 0)
+  FROM (SELECT /*_stuck_columns*/
+          FROM workflow_runs r
+/*_stuck_joins*/
+         WHERE r.id IN (SELECT value FROM json_each(?1))) s
+  LEFT JOIN workflow_run_events e
+    ON e.id = (SELECT max(x.id) FROM workflow_run_events x
+                WHERE s.class = 'retry_step' AND x.run_id = s.r_id AND x.attempt = s.r_attempt
+                  AND x.event_type = 'node_retry' AND x.node_id = s.st_step AND x.scope_path = s.st_scope);
+
+-- name: queue_head
+-- The claimable runs of workspace ?1, env ?2 and pool ?3 ('' = none) in
+-- claim order, as claim_run reads them (idx_workflow_runs_claim_order).
+SELECT id, priority, available_at, created_at
+  FROM workflow_runs
+ WHERE claim_state = 'queued' AND available_at <= now()
+   AND workspace_id = ?1 AND env = ?2 AND coalesce(runner_pool, '') = ?3
+ ORDER BY priority DESC, available_at, rowid
+ LIMIT ?4;
+
+-- name: stuck_counts
+-- Every unfinished run counted by stuck class (queued ones per workspace
+-- and pool), binned by age in seconds over the bounds ?1 (the number of
+-- bounds at or below the age). The workspaces are found by a loose scan
+-- of idx_workflow_runs_workspace_list (one probe each) and each one's
+-- unfinished runs read from idx_workflow_runs_workspace_status_list: the
+-- cost follows the unfinished runs, not the table.
+WITH RECURSIVE ws(w) AS (
+       SELECT min(workspace_id) FROM workflow_runs
+       UNION ALL
+       SELECT (SELECT min(workspace_id) FROM workflow_runs WHERE workspace_id > ws.w) FROM ws WHERE ws.w IS NOT NULL),
+s AS (
+       SELECT /*_stuck_columns*/
+         FROM ws
+         JOIN workflow_runs AS r INDEXED BY idx_workflow_runs_workspace_status_list
+           ON r.workspace_id = ws.w AND r.status IN ('queued', 'running', 'paused', 'interrupted')
+/*_stuck_joins*/),
+a AS (
+       SELECT class,
+              CASE WHEN class = 'queued' THEN r_workspace ELSE '' END AS workspace,
+              CASE WHEN class = 'queued' THEN r_pool ELSE '' END AS pool,
+              max((julianday(db_now) - julianday(/*_stuck_since*/)) * 86400.0, 0.0) AS age
+         FROM s
+        WHERE class <> ''),
+b AS (
+       SELECT class, workspace, pool, age,
+              (SELECT count(*) FROM json_each(?1) WHERE value <= a.age) AS bucket
+         FROM a)
+SELECT class, workspace, pool, bucket, count(*), sum(age)
+  FROM b
+ GROUP BY class, workspace, pool, bucket;
 
 -- The outbox (SPEC §8) -----------------------------------------------------
 

@@ -89,6 +89,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("Sessions", s.testSessions)
 	t.Run("WakeKeys", s.testWakeKeys)
 	t.Run("Leader", s.testLeader)
+	t.Run("Watchdog", s.testWatchdog)
 }
 
 // suite carries the opener to every case.
