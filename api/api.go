@@ -193,6 +193,24 @@ type KeyList struct {
 	Keys []*starflowtype.APIKey `json:"keys"`
 }
 
+// Me is the body of GET /api/me: who the caller is, so a page offers only
+// the actions its role may do.
+type Me struct {
+	Auth      string            `json:"auth" enum:"key,open" doc:"key: the request carried an API key; open: no key exists yet and the loopback caller acts as an admin."`
+	KeyID     string            `json:"key_id,omitempty" doc:"The key's id (absent for the open caller)."`
+	KeyName   string            `json:"key_name,omitempty" doc:"The key's name."`
+	Role      starflowtype.Role `json:"role" enum:"viewer,operator,admin"`
+	Workspace string            `json:"workspace"`
+	Env       string            `json:"env,omitempty" doc:"The env the key is limited to; absent: every env of the workspace."`
+	Via       string            `json:"via,omitempty" enum:"bearer,cookie" doc:"How the key came: the Authorization header (bearer) or the sign-in cookie (cookie); absent for the open caller."`
+}
+
+// Auth values of Me.
+const (
+	AuthKey  = "key"
+	AuthOpen = "open"
+)
+
 // Ready is the body of GET /readyz.
 type Ready struct {
 	Ready   bool      `json:"ready"`

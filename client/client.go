@@ -198,6 +198,13 @@ func (c *Client) Revision(ctx context.Context, name, revision string) (*starflow
 	return out, c.get(ctx, "/api/workflows/"+esc(name)+"/revisions/"+esc(revision), nil, out)
 }
 
+// Me says who the client's key is (GET /api/me): its id, name, role,
+// workspace and env; Auth "open" on a server without keys.
+func (c *Client) Me(ctx context.Context) (*api.Me, error) {
+	out := &api.Me{}
+	return out, c.get(ctx, "/api/me", nil, out)
+}
+
 // EnqueueOptions is an enqueue: the body of POST /run/{workflow}/enqueue
 // and its Idempotency-Key.
 type EnqueueOptions struct {

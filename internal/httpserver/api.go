@@ -43,6 +43,14 @@ type APIConfig struct {
 	// Burst is how many such requests may come at once before Rate
 	// applies. Default APIBurstDefault (100).
 	Burst int
+	// SignInRate is how many POST /ui/sign-in attempts per second one
+	// client address may make on average. Default SignInRateDefault (1);
+	// negative turns the limit off. Over it the attempt is refused
+	// (redirected with error=rate_limited) before the key is checked.
+	SignInRate float64
+	// SignInBurst is how many attempts may come at once before
+	// SignInRate applies. Default SignInBurstDefault (10).
+	SignInBurst int
 	// Version is the API version in the OpenAPI document. Default "dev".
 	Version string
 	// Insecure says the listener serves a non-loopback address without
@@ -68,6 +76,8 @@ type apiServer struct {
 	api    huma.API
 	limit  *clientLimiter // nil: no limit
 	live   streams        // open live streams
+	// signInLimit bounds POST /ui/sign-in attempts per client address.
+	signInLimit *clientLimiter
 
 	stopping chan struct{} // closed when the server shuts down: streams end
 	stopOnce sync.Once
@@ -146,6 +156,12 @@ func newAPI(mux *http.ServeMux, cfg apiSettings) (*apiServer, error) {
 	if cfg.Burst < 0 {
 		return nil, fmt.Errorf("httpserver: APIConfig.Burst must not be negative, got %d", cfg.Burst)
 	}
+	if cfg.SignInRate == 0 {
+		cfg.SignInRate = SignInRateDefault
+	}
+	if cfg.SignInBurst <= 0 {
+		cfg.SignInBurst = SignInBurstDefault
+	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
@@ -169,6 +185,8 @@ func newAPI(mux *http.ServeMux, cfg apiSettings) (*apiServer, error) {
 	s.registerKeys()
 	s.registerLive()
 	s.registerHealth()
+	s.registerMe()
+	s.registerSignIn(mux)
 	return s, nil
 }
 

@@ -40,10 +40,10 @@ func TestGetRevision(t *testing.T) {
 	}
 	missing := strings.Repeat("ab", 32)
 	for path, want := range map[string]int{
-		"/api/workflows/quick/revisions/" + missing:                              http.StatusNotFound,
-		"/api/workflows/nope/revisions/" + first:                                 http.StatusNotFound,
-		"/api/workflows/quick/revisions/" + first[:63]:                           http.StatusUnprocessableEntity,
-		"/api/workflows/quick/revisions/" + first[:63] + "g":                     http.StatusUnprocessableEntity,
+		"/api/workflows/quick/revisions/" + missing:                             http.StatusNotFound,
+		"/api/workflows/nope/revisions/" + first:                                http.StatusNotFound,
+		"/api/workflows/quick/revisions/" + first[:63]:                          http.StatusUnprocessableEntity,
+		"/api/workflows/quick/revisions/" + first[:63] + "g":                    http.StatusUnprocessableEntity,
 		"/api/workflows/only-beta/revisions/" + e.revision("beta", "only-beta"): http.StatusNotFound,
 	} {
 		if a := e.call("GET", path, viewer, nil); a.status != want {

@@ -212,6 +212,9 @@ func (s *apiServer) enqueue(ctx context.Context, in *enqueueInput) (*runOutput, 
 		opts.Delay = d
 	}
 	opts.CompareRequest = true
+	if p := principalOf(ctx); p != nil && p.browser {
+		opts.Trigger = starflowtype.TriggerDashboard // a signed-in page's request
+	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	r, err := s.engine.Enqueue(ctx, in.Workflow, json.RawMessage(b.Input), opts)

@@ -20,11 +20,26 @@ import (
 // workspace.
 type principal struct {
 	keyID     string // "" for the open (no keys configured) caller
+	keyName   string
 	keyHash   string // the key's hash, to check it again (long streams)
 	workspace string
 	env       string // "" = every env
 	role      starflowtype.Role
+	// via is how the key came: viaBearer, viaCookie, or "" (the open
+	// caller).
+	via string
+	// browser: the request carries a sign-in cookie (the key's, or only
+	// the CSRF cookie of the open caller's page), so an unsafe method
+	// needs the CSRF header, and what it enqueues is triggered by the
+	// dashboard.
+	browser bool
 }
+
+// How a principal's key came (principal.via, api.Me.Via).
+const (
+	viaBearer = "bearer"
+	viaCookie = "cookie"
+)
 
 // limitKey is the rate-limit bucket of the principal: its key, or the
 // client's address when it has none.
@@ -85,6 +100,10 @@ func (s *apiServer) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if p.browser && !safeMethod(r.Method) && !csrfMatches(r) {
+			problem(w, http.StatusForbidden, "Forbidden", forgedDetail)
+			return
+		}
 		if s.cfg.Insecure && p.keyID == "" {
 			s.cfg.Logger.Warn("INSECURE: request served without authentication on a non-loopback listener (--insecure); create an API key with starflow keys create",
 				"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
@@ -95,8 +114,10 @@ func (s *apiServer) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// resolve finds the principal of r. status is non-zero when r must be
-// refused, with detail saying why.
+// resolve finds the principal of r: from its Authorization header, else
+// from the sign-in cookie (KeyCookie), else — while no key exists — the
+// open caller. status is non-zero when r must be refused, with detail
+// saying why.
 func (s *apiServer) resolve(r *http.Request) (p *principal, status int, detail string) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
@@ -105,6 +126,14 @@ func (s *apiServer) resolve(r *http.Request) (p *principal, status int, detail s
 	}
 	authz := r.Header.Get("Authorization")
 	if authz == "" {
+		if c, err := r.Cookie(KeyCookie); err == nil && c.Value != "" {
+			k, hash, bad := s.checkKey(ctx, c.Value)
+			if bad != keyOK {
+				status, detail := bad.refusal(idOf(k))
+				return nil, status, "the sign-in cookie " + KeyCookie + ": " + detail + " (sign in again)"
+			}
+			return keyPrincipal(k, hash, viaCookie), 0, ""
+		}
 		configured, err := s.store.APIKeysConfigured(ctx)
 		if err != nil {
 			s.cfg.Logger.Warn("api: reading api_keys failed", "error", err)
@@ -114,28 +143,79 @@ func (s *apiServer) resolve(r *http.Request) (p *principal, status int, detail s
 			return nil, http.StatusUnauthorized, "this server needs an API key: send Authorization: Bearer sf_… (create one with starflow keys create)"
 		}
 		sc := s.engine.ScopeOf(context.Background())
-		return &principal{workspace: sc.Workspace, role: starflowtype.RoleAdmin}, 0, ""
+		_, csrfErr := r.Cookie(CSRFCookie)
+		return &principal{workspace: sc.Workspace, role: starflowtype.RoleAdmin, browser: csrfErr == nil}, 0, ""
 	}
 	scheme, token, ok := strings.Cut(authz, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return nil, http.StatusUnauthorized, "the Authorization header must be Bearer sf_…"
 	}
-	token = strings.TrimSpace(token)
+	k, hash, bad := s.checkKey(ctx, strings.TrimSpace(token))
+	if bad != keyOK {
+		status, detail := bad.refusal(idOf(k))
+		return nil, status, detail
+	}
+	return keyPrincipal(k, hash, viaBearer), 0, ""
+}
+
+// keyPrincipal is the principal of key k (of hash hash), sent via.
+func keyPrincipal(k *starflowtype.APIKey, hash, via string) *principal {
+	return &principal{keyID: k.ID, keyName: k.Name, keyHash: hash, workspace: k.WorkspaceID, env: k.Env, role: k.Role,
+		via: via, browser: via == viaCookie}
+}
+
+// idOf is k's id, "" for nil.
+func idOf(k *starflowtype.APIKey) string {
+	if k == nil {
+		return ""
+	}
+	return k.ID
+}
+
+// keyCheck is what checkKey found wrong with a key (keyOK: nothing).
+type keyCheck int
+
+const (
+	keyOK keyCheck = iota
+	keyMalformed
+	keyUnknown
+	keyRevoked
+	keyUnavailable // the store did not answer
+)
+
+// refusal is the status and detail of a request whose key (of id id,
+// when known) failed c.
+func (c keyCheck) refusal(id string) (int, string) {
+	switch c {
+	case keyMalformed:
+		return http.StatusUnauthorized, "the API key is malformed (a key is sf_ and 43 characters)"
+	case keyUnknown:
+		return http.StatusUnauthorized, "the API key is not known to this server"
+	case keyRevoked:
+		return http.StatusUnauthorized, fmt.Sprintf("the API key %s was revoked", id)
+	}
+	return http.StatusServiceUnavailable, "the store did not answer; retry"
+}
+
+// checkKey finds the key whose text is token: well formed, known, not
+// revoked. It returns the key and its hash, or what is wrong (and, when
+// it is revoked, the key).
+func (s *apiServer) checkKey(ctx context.Context, token string) (*starflowtype.APIKey, string, keyCheck) {
 	if !apikey.WellFormed(token) {
-		return nil, http.StatusUnauthorized, "the API key is malformed (a key is sf_ and 43 characters)"
+		return nil, "", keyMalformed
 	}
 	hash := apikey.Hash(token)
 	k, err := s.store.APIKeyByHash(ctx, hash)
 	switch {
 	case errors.Is(err, starflowtype.ErrNotFound):
-		return nil, http.StatusUnauthorized, "the API key is not known to this server"
+		return nil, "", keyUnknown
 	case err != nil:
 		s.cfg.Logger.Warn("api: reading api_keys failed", "error", err)
-		return nil, http.StatusServiceUnavailable, "the store did not answer; retry"
+		return nil, "", keyUnavailable
 	case !k.RevokedAt.IsZero():
-		return nil, http.StatusUnauthorized, fmt.Sprintf("the API key %s was revoked", k.ID)
+		return k, "", keyRevoked
 	}
-	return &principal{keyID: k.ID, keyHash: hash, workspace: k.WorkspaceID, env: k.Env, role: k.Role}, 0, ""
+	return k, hash, keyOK
 }
 
 // sees reports whether p may see a run of workspace ws and env env.
