@@ -83,6 +83,11 @@ type Config struct {
 	// becomes the maintenance leader and false when it stops being one.
 	// Default nil. The gauge starflow_maintenance_leader says the same.
 	OnMaintenanceLeader func(leading bool)
+	// StuckInterval is how often the maintenance leader counts the
+	// unfinished runs by why-stuck reason for the metrics
+	// starflow_runs_stuck{reason} and starflow_runs_stuck_age_seconds
+	// (one aggregate statement over the unfinished runs). Default 15 s.
+	StuckInterval time.Duration
 
 	// StepTimeout is the default timeout of one step try. Default 30 s.
 	StepTimeout time.Duration
@@ -193,6 +198,7 @@ type Engine struct {
 	runner   *runner.Runner
 	sweep    *maintenance.LeaseSweep // for Sweep; the leader runs its own
 	leader   *maintenance.Leader     // started with Maintenance
+	stuck    *stuckMetrics           // the leader's stuck tally, exported
 	warm     warm.Store
 	tier     *warmTier // nil without a warm store
 
@@ -299,6 +305,8 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("starflow: Config.LeaderTTL: %w", err)
 	}
 	tier.registerLeader(e.leader)
+	e.stuck = newStuckMetrics()
+	tier.reg.MustRegister(e.stuck)
 	return e, nil
 }
 
@@ -320,7 +328,8 @@ func (e *Engine) LoadWakeKeys(ctx context.Context) error {
 
 // maintenanceServices builds the services of one maintenance term: the
 // lease sweep, the timer poller, the notify retrier, the session-variable
-// GC and, with a warm tier that this process drains, the hash sweep.
+// GC, the stuck watch (the why-stuck metrics) and, with a warm tier that
+// this process drains, the hash sweep.
 func (e *Engine) maintenanceServices() ([]maintenance.Service, error) {
 	sweep := maintenance.NewLeaseSweep(e.store, maintenance.SweepConfig{
 		Interval: e.cfg.SweepInterval, RetryMin: e.cfg.RunRetryMin, RetryMax: e.cfg.RunRetryMax,
@@ -330,7 +339,10 @@ func (e *Engine) maintenanceServices() ([]maintenance.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	services := []maintenance.Service{sweep, w.timers, w.notify, w.gc}
+	stuck := maintenance.NewStuckWatch(e.store, maintenance.StuckWatchConfig{
+		Interval: e.cfg.StuckInterval, OnPass: e.stuck.set, Logger: e.cfg.Logger,
+	})
+	services := []maintenance.Service{sweep, w.timers, w.notify, w.gc, stuck}
 	if hs := e.tier.hashSweep(); hs != nil {
 		services = append(services, hs)
 	}

@@ -304,7 +304,9 @@ func (*openOutboxStore) Close() error { return nil }
 // Metrics is the engine's Prometheus registry: the warm tier's drift
 // signals (starflow_outbox_pending{age}, starflow_outbox_oldest_age_seconds,
 // starflow_warm_corrections_total{reason}, … see package mirror) when
-// Config.Warm is set, and the runner's starflow_runs_finished_total{outcome}
-// and starflow_runner_runs_held. Serve it with promhttp.HandlerFor, or
+// Config.Warm is set, the runner's starflow_runs_finished_total{outcome}
+// and starflow_runner_runs_held, starflow_maintenance_leader, and — from
+// the maintenance leader only — the watchdog's starflow_runs_stuck{reason}
+// and starflow_runs_stuck_age_seconds{reason} (see Engine.Stuck). Serve it with promhttp.HandlerFor, or
 // register more collectors on it.
 func (e *Engine) Metrics() *prometheus.Registry { return e.tier.reg }

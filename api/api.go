@@ -104,11 +104,23 @@ type EnqueueRequest struct {
 	Revision     string                    `json:"revision,omitempty" maxLength:"64" doc:"A stored revision (sha256 hex); default the current one."`
 }
 
+// RunView is a run as GET /api/runs/{id} and the run listings answer it:
+// every field of the workflow_runs row (starflowtype.Run, in place) and
+// Stuck, its why-stuck reason ({reason, since, detail}; see
+// starflowtype.Stuck and docs/api.md), computed from the cold store when
+// the answer was made. Stuck is absent when the run is not stuck: it
+// ended, or it runs under a fresh lease.
+type RunView struct {
+	*starflowtype.Run
+	Stuck *starflowtype.Stuck `json:"stuck,omitempty" doc:"Why the run is not moving on its own (absent when it ended, or runs under a fresh lease): reason, since (RFC 3339) and detail (a message and the reason's fields)."`
+}
+
 // RunList is a page of runs: GET /api/runs, GET /api/dead-letters,
-// GET /api/runs/{id}/children. NextCursor is "" on the last page.
+// GET /api/runs/{id}/children, each with its why-stuck reason. NextCursor
+// is "" on the last page.
 type RunList struct {
-	Runs       []*starflowtype.Run `json:"runs"`
-	NextCursor string              `json:"next_cursor,omitempty" doc:"Pass as cursor for the next page; absent on the last page."`
+	Runs       []*RunView `json:"runs"`
+	NextCursor string     `json:"next_cursor,omitempty" doc:"Pass as cursor for the next page; absent on the last page."`
 }
 
 // Ledger is the body of GET /api/runs/{id}/ledger (seed 003): the run,

@@ -284,9 +284,10 @@ func (c *Client) DeadLetters(ctx context.Context, limit int, cursor string) (*ap
 	return out, c.get(ctx, "/api/dead-letters", o.query(), out)
 }
 
-// Run reads a run by id or unique id prefix (≥ 8 hex digits).
-func (c *Client) Run(ctx context.Context, id string) (*starflowtype.Run, error) {
-	out := &starflowtype.Run{}
+// Run reads a run by id or unique id prefix (≥ 8 hex digits), with its
+// why-stuck reason (api.RunView.Stuck, nil when it is not stuck).
+func (c *Client) Run(ctx context.Context, id string) (*api.RunView, error) {
+	out := &api.RunView{}
 	return out, c.get(ctx, "/api/runs/"+esc(id), nil, out)
 }
 

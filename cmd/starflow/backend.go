@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/api"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/workflow"
@@ -54,12 +55,16 @@ type backend interface {
 	// enqueue enqueues a run of workflow name (ErrNotFound: not applied).
 	enqueue(ctx context.Context, name string, input json.RawMessage, o *starflow.EnqueueOptions) (*starflowtype.Run, error)
 
-	// listRuns lists runs newest first: p.WorkflowName, p.Status and
-	// p.Limit only.
-	listRuns(ctx context.Context, p *state.ListRunsParams) ([]*starflowtype.Run, error)
+	// listRuns lists runs newest first, each with its why-stuck reason:
+	// p.WorkflowName, p.Status and p.Limit only.
+	listRuns(ctx context.Context, p *state.ListRunsParams) ([]*api.RunView, error)
 	// run reads a run by its id or a unique prefix of it (checked by
 	// runRef first); ErrNotFound when none.
 	run(ctx context.Context, ref string) (*starflowtype.Run, error)
+	// stuck is why a run read by run is stuck (nil when it is not), as
+	// of that read: the engine's Stuck on the store, the stuck field of
+	// the server's answer.
+	stuck(ctx context.Context, r *starflowtype.Run) (*starflowtype.Stuck, error)
 	// steps and checkpoints of a run (attempt 0: every attempt).
 	steps(ctx context.Context, runID string, attempt int) ([]*starflowtype.Step, error)
 	checkpoints(ctx context.Context, runID string, attempt int) ([]*starflowtype.Checkpoint, error)

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/api"
 	"github.com/starflow/starflow/internal/apikey"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
@@ -109,12 +110,32 @@ func (l *localBackend) enqueue(ctx context.Context, name string, input json.RawM
 	return eng.Enqueue(ctx, name, input, o)
 }
 
-func (l *localBackend) listRuns(ctx context.Context, p *state.ListRunsParams) ([]*starflowtype.Run, error) {
-	st, err := l.store(ctx)
+func (l *localBackend) listRuns(ctx context.Context, p *state.ListRunsParams) ([]*api.RunView, error) {
+	eng, err := l.engine(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return st.ListRuns(ctx, p)
+	runs, err := eng.Store().ListRuns(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	stuck, err := eng.StuckMany(ctx, runs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*api.RunView, len(runs))
+	for i, r := range runs {
+		out[i] = &api.RunView{Run: r, Stuck: stuck[r.ID]}
+	}
+	return out, nil
+}
+
+func (l *localBackend) stuck(ctx context.Context, r *starflowtype.Run) (*starflowtype.Stuck, error) {
+	eng, err := l.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return eng.Stuck(ctx, r)
 }
 
 // run finds a run by id, or by a prefix of its id (state.Adapter

@@ -27,6 +27,8 @@ type remoteBackend struct {
 	url     string
 	key     string
 	flagArg string // " --server URL" when the flag named it
+	// stucks are the why-stuck reasons of the runs read, by id.
+	stucks map[string]*starflowtype.Stuck
 }
 
 // remotePageMax is the largest page the API serves (runs); remoteEventsPage
@@ -184,13 +186,13 @@ func (r *remoteBackend) enqueue(ctx context.Context, name string, input json.Raw
 }
 
 // listRuns reads pages of at most remotePageMax runs until p.Limit.
-func (r *remoteBackend) listRuns(ctx context.Context, p *state.ListRunsParams) ([]*starflowtype.Run, error) {
+func (r *remoteBackend) listRuns(ctx context.Context, p *state.ListRunsParams) ([]*api.RunView, error) {
 	want := p.Limit
 	if want <= 0 {
 		want = 50
 	}
 	o := client.ListRunsOptions{Status: p.Status, Workflow: p.WorkflowName}
-	var out []*starflowtype.Run
+	var out []*api.RunView
 	for len(out) < want {
 		o.Limit = min(want-len(out), remotePageMax)
 		page, err := r.c.Runs(ctx, o)
@@ -210,7 +212,26 @@ func (r *remoteBackend) listRuns(ctx context.Context, p *state.ListRunsParams) (
 // key's workspace.
 func (r *remoteBackend) run(ctx context.Context, ref string) (*starflowtype.Run, error) {
 	run, err := r.c.Run(ctx, ref)
-	return run, r.fail(err)
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	if r.stucks == nil {
+		r.stucks = map[string]*starflowtype.Stuck{}
+	}
+	r.stucks[run.ID] = run.Stuck
+	return run.Run, nil
+}
+
+// stuck is the stuck field of the answer run read, or of a new read.
+func (r *remoteBackend) stuck(ctx context.Context, run *starflowtype.Run) (*starflowtype.Stuck, error) {
+	if st, ok := r.stucks[run.ID]; ok {
+		return st, nil
+	}
+	got, err := r.c.Run(ctx, run.ID)
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	return got.Stuck, nil
 }
 
 func (r *remoteBackend) steps(ctx context.Context, runID string, attempt int) ([]*starflowtype.Step, error) {

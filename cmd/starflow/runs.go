@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/starflow/starflow/api"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 )
@@ -47,7 +49,7 @@ the runs of its key's workspace (and env): another's run is "no run with id".`,
 				}
 				sts = append(sts, starflowtype.RunStatus(s))
 			}
-			var runs []*starflowtype.Run
+			var runs []*api.RunView
 			err := withBackend(cmd, g, backendOptions{}, func(ctx context.Context, b backend) (err error) {
 				runs, err = b.listRuns(ctx, &state.ListRunsParams{WorkflowName: workflowName, Status: sts, Limit: limit})
 				return err
@@ -58,9 +60,10 @@ the runs of its key's workspace (and env): another's run is "no run with id".`,
 			if asJSON {
 				return printJSON(orEmptySlice(runs))
 			}
-			tw := newTable(os.Stdout, "ID", "WORKFLOW", "STATUS", "ATTEMPT", "CREATED", "DURATION", "ERROR")
+			tw := newTable(os.Stdout, "ID", "WORKFLOW", "STATUS", "ATTEMPT", "CREATED", "DURATION", "STUCK", "ERROR")
 			for _, r := range runs {
-				tw.row(r.ID, r.WorkflowName, string(r.Status), fmt.Sprint(r.Attempt), fmtTime(r.CreatedAt), runDuration(r), short(r.Error, 60))
+				tw.row(r.ID, r.WorkflowName, string(r.Status), fmt.Sprint(r.Attempt), fmtTime(r.CreatedAt), runDuration(r.Run),
+					stuckReason(r.Stuck), short(r.Error, 60))
 			}
 			return tw.flush()
 		},
@@ -75,8 +78,12 @@ the runs of its key's workspace (and env): another's run is "no run with id".`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withRun(cmd, g, args[0], func(ctx context.Context, b backend, r *starflowtype.Run) error {
+				stuck, err := b.stuck(ctx, r)
+				if err != nil {
+					return err
+				}
 				if asJSON {
-					return printJSON(r)
+					return printJSON(&api.RunView{Run: r, Stuck: stuck})
 				}
 				tw := newTable(os.Stdout)
 				rows := [][2]string{
@@ -103,6 +110,12 @@ the runs of its key's workspace (and env): another's run is "no run with id".`,
 							stepLabel(w), waitsFor(w), fmtTime(w.CreatedAt))})
 					}
 					rows = append(rows[:5], append(extra, rows[5:]...)...)
+				}
+				if stuck != nil {
+					// Why it does not move, right after its state.
+					why := [][2]string{{"stuck", string(stuck.Reason) + " since " + fmtTime(stuck.Since)}, {"why", stuck.Detail.Message}}
+					at := slices.IndexFunc(rows, func(kv [2]string) bool { return kv[0] == "attempt" })
+					rows = append(rows[:at], append(why, rows[at:]...)...)
 				}
 				for _, kv := range rows {
 					if kv[1] != "" {
@@ -245,6 +258,14 @@ func (t *table) row(cols ...string) {
 }
 
 func (t *table) flush() error { return t.tw.Flush() }
+
+// stuckReason is a run's why-stuck reason for a table, "-" when none.
+func stuckReason(st *starflowtype.Stuck) string {
+	if st == nil {
+		return "-"
+	}
+	return string(st.Reason)
+}
 
 // runDuration is the run's duration once it ended, "-" before.
 func runDuration(r *starflowtype.Run) string {

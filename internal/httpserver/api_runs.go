@@ -29,6 +29,7 @@ type runOutput struct {
 	Status int
 	Body   *starflowtype.Run
 }
+type runDetailOutput struct{ Body *api.RunView }
 type runListOutput struct{ Body *api.RunList }
 type ledgerOutput struct{ Body *api.Ledger }
 type eventsOutput struct{ Body *api.EventList }
@@ -98,13 +99,18 @@ func (s *apiServer) registerRuns() {
 			}
 			return s.listRuns(ctx, p, in.PageParams)
 		})
-	huma.Register(s.api, withErrors(op("get-run", http.MethodGet, "/api/runs/{id}", starflowtype.RoleViewer, "Read a run", "runs"), http.StatusNotFound),
-		func(ctx context.Context, in *RunIDParam) (*runOutput, error) {
+	huma.Register(s.api, withErrors(op("get-run", http.MethodGet, "/api/runs/{id}", starflowtype.RoleViewer,
+		"Read a run, with why it is stuck (stuck: {reason, since, detail}) when it is", "runs"), http.StatusNotFound),
+		func(ctx context.Context, in *RunIDParam) (*runDetailOutput, error) {
 			r, err := s.run(ctx, in.ID)
 			if err != nil {
 				return nil, err
 			}
-			return &runOutput{Status: http.StatusOK, Body: r}, nil
+			runs, err := s.withStuck(ctx, []*starflowtype.Run{r})
+			if err != nil {
+				return nil, err
+			}
+			return &runDetailOutput{Body: runs[0]}, nil
 		})
 	huma.Register(s.api, withErrors(op("get-run-ledger", http.MethodGet, "/api/runs/{id}/ledger", starflowtype.RoleViewer,
 		"Read a run's ledger: the run, its step rows (every attempt) and its events", "runs"), http.StatusNotFound),
@@ -260,13 +266,32 @@ func (s *apiServer) listRuns(ctx context.Context, p *state.ListRunsParams, page 
 	if err != nil {
 		return nil, s.fail(err)
 	}
-	out := &api.RunList{Runs: nonNil(runs)}
+	out := &api.RunList{}
 	if len(runs) > want {
-		out.Runs = runs[:want]
 		last := runs[want-1]
 		out.NextCursor = EncodeCursor(&state.RunCursor{CreatedAt: last.CreatedAt, ID: last.ID})
+		runs = runs[:want]
+	}
+	if out.Runs, err = s.withStuck(ctx, runs); err != nil {
+		return nil, err
 	}
 	return &runListOutput{out}, nil
+}
+
+// withStuck pairs each run with its why-stuck reason (Engine.StuckMany:
+// a bounded number of statements for the whole page).
+func (s *apiServer) withStuck(ctx context.Context, runs []*starflowtype.Run) ([]*api.RunView, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	stuck, err := s.engine.StuckMany(ctx, runs)
+	if err != nil {
+		return nil, s.fail(err)
+	}
+	out := make([]*api.RunView, len(runs))
+	for i, r := range runs {
+		out[i] = &api.RunView{Run: r, Stuck: stuck[r.ID]}
+	}
+	return out, nil
 }
 
 // cursorJSON is the text inside an opaque cursor.
