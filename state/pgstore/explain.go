@@ -77,6 +77,19 @@ func (s *Store) ExplainFindRunIDs(ctx context.Context, p *state.FindRunIDsParams
 	return s.explain(ctx, query("find_run_ids"), []any{lo, hi, p.WorkspaceID, limit})
 }
 
+// ExplainStuckCounts returns the plans of the exact statement StuckCounts
+// runs (with the default age buckets): it should find the workspaces by
+// probing idx_workflow_runs_workspace_list and read each one's unfinished
+// runs from idx_workflow_runs_workspace_status_list, never scanning
+// workflow_runs.
+func (s *Store) ExplainStuckCounts(ctx context.Context, p *state.StuckCountsParams) (*Plan, error) {
+	buckets := p.Buckets
+	if buckets == nil {
+		buckets = []float64{}
+	}
+	return s.explain(ctx, query("stuck_counts"), []any{buckets})
+}
+
 // bound converts arguments as the store binds them: a zero time is NULL.
 func bound(args []any) []any {
 	out := make([]any, len(args))

@@ -1025,7 +1025,8 @@ SELECT id::text, priority, available_at, created_at
 -- the number of bounds at or below the age). The workspaces are found by
 -- a loose scan (one index probe each) and each one's unfinished runs read
 -- from idx_workflow_runs_workspace_status_list: the cost follows the
--- unfinished runs, not the table.
+-- unfinished runs, not the table. OFFSET 0 keeps the planner from pulling
+-- the lateral subquery up into a join over a scan of every run.
 WITH RECURSIVE ws(w) AS (
        (SELECT workspace_id FROM workflow_runs ORDER BY workspace_id LIMIT 1)
        UNION ALL
@@ -1036,7 +1037,8 @@ s AS (
          FROM ws
         CROSS JOIN LATERAL (
               SELECT * FROM workflow_runs
-               WHERE workspace_id = ws.w AND status IN ('queued', 'running', 'paused', 'interrupted')) r
+               WHERE workspace_id = ws.w AND status IN ('queued', 'running', 'paused', 'interrupted')
+              OFFSET 0) r
 /*_stuck_joins*/),
 a AS (
        SELECT class,
