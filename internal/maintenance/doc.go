@@ -1,7 +1,8 @@
 // Package maintenance holds the background services that keep the cold
 // store healthy and recover from failures: the lease sweep (LeaseSweep), the
-// durable timer poller (TimerPoller), the notify retrier (NotifyRetrier) and
-// the session-variable GC (SessionGC); retention joins them later. A
+// durable timer poller (TimerPoller), the notify retrier (NotifyRetrier),
+// the session-variable GC (SessionGC) and the stuck watch (StuckWatch: the
+// why-stuck metrics); retention joins them later. A
 // Leader runs them in one process at a time: it campaigns for the
 // maintenance leadership (state.Elector) and starts fresh services for
 // each term it wins, stopping them when the term ends.
