@@ -61,6 +61,11 @@ type Wait struct {
 	NotifyTries int             `json:"notify_tries,omitempty"`
 	CreatedAt   time.Time       `json:"created_at"`
 	ConsumedAt  time.Time       `json:"consumed_at,omitzero"`
+	// Form is an approval wait's form (the definition's wait.approval.form
+	// rendered when the wait registered, secrets scrubbed: fields, labels,
+	// required, as the definition wrote them); nil for other waits and an
+	// approval without a form.
+	Form json.RawMessage `json:"form,omitempty"`
 }
 
 // InboxEntry is one row of workflow_wake_inbox: a wake that arrived before

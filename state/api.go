@@ -49,7 +49,29 @@ type Operator interface {
 	SessionList(ctx context.Context, p *SessionListParams) ([]*starflowtype.SessionVar, error)
 	// SessionDelete removes one variable. ErrNotFound when absent.
 	SessionDelete(ctx context.Context, p *SessionDeleteParams) error
+
+	// RecentRecoveries lists the newest recovery events
+	// (starflowtype.RecoveryEventTypes) of a workspace's runs, newest
+	// first, each with its run's env and workflow. It reads a partial
+	// index of those events in id order, so its cost does not grow with
+	// the events table.
+	RecentRecoveries(ctx context.Context, p *RecentRecoveriesParams) ([]*starflowtype.RecoveryEvent, error)
 }
+
+// RecentRecoveriesParams selects recovery events.
+type RecentRecoveriesParams struct {
+	WorkspaceID string // required: "" matches nothing
+	Env         string // only this env's runs; "" = every env
+	// Limit is how many at most: default RecentRecoveriesLimitDefault
+	// (50), at most RecentRecoveriesLimitMax (500).
+	Limit int
+}
+
+// Bounds of RecentRecoveriesParams.Limit.
+const (
+	RecentRecoveriesLimitDefault = 50
+	RecentRecoveriesLimitMax     = 500
+)
 
 // CreateAPIKeyParams inserts one API key.
 type CreateAPIKeyParams struct {

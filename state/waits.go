@@ -237,6 +237,9 @@ type RegisterWaitParams struct {
 	ExpiresIn time.Duration
 	ExpiresAt time.Time
 	Notify    json.RawMessage // rendered notify request, nil when none
+	// Form is an approval wait's form, rendered and scrubbed of secrets
+	// (workflow_waits.form_json); nil when the wait has none.
+	Form json.RawMessage
 	// NotifyGrace delays the first maintenance retry of Notify
 	// (next_notify_at = database now + NotifyGrace): the registering runner
 	// delivers it inline first and records the outcome with MarkNotified, so

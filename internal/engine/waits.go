@@ -161,6 +161,7 @@ type waitPlan struct {
 	wakeAt         time.Time
 	timeout        time.Duration
 	notify         *notifyRequest // unscrubbed
+	form           any            // an approval's rendered form (unscrubbed); nil when none
 	child          *state.EnqueueRunParams
 }
 
@@ -242,17 +243,14 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 		plan.notify.ExpiresAt = rs.e.cfg.Now().Add(ttl).Truncate(time.Second).UTC()
 		token = waketoken.Sign(k, rs.run.ID, p.ID, plan.notify.ExpiresAt)
 		p.TokenHash, p.KeyID = waketoken.Hash(token), k.ID
-		// Stored scrubbed (as a plain value, so the redactor sees every
-		// string); the inline delivery below sends the unscrubbed one.
-		b, err := json.Marshal(plan.notify)
-		if err != nil {
-			return rs.fail(f, s, try, step.Permanent(fmt.Errorf("wait.notify: %w", err)))
+		// Stored scrubbed; the inline delivery below sends the
+		// unscrubbed one.
+		if p.Notify, err = rs.scrubbed("wait.notify", plan.notify); err != nil {
+			return rs.fail(f, s, try, err)
 		}
-		plain, err := jsonvalue.Decode(b)
-		if err != nil {
-			return rs.fail(f, s, try, step.Permanent(fmt.Errorf("wait.notify: %w", err)))
-		}
-		if p.Notify, err = rs.led.json(plain); err != nil {
+	}
+	if plan.form != nil {
+		if p.Form, err = rs.scrubbed("wait.approval.form", plan.form); err != nil {
 			return rs.fail(f, s, try, err)
 		}
 	}
@@ -271,6 +269,21 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 		}
 	}
 	return errParked
+}
+
+// scrubbed is v as stored JSON, secrets scrubbed: encoded, decoded as a
+// plain value (so the redactor sees every string, whatever Go type held
+// it) and encoded by the ledger; an error fails the step.
+func (rs *runState) scrubbed(what string, v any) (json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, step.Permanent(fmt.Errorf("%s: %w", what, err))
+	}
+	plain, err := jsonvalue.Decode(b)
+	if err != nil {
+		return nil, step.Permanent(fmt.Errorf("%s: %w", what, err))
+	}
+	return rs.led.json(plain)
 }
 
 // waitingStep is a step instance that entered a durable wait, at try.
@@ -393,8 +406,16 @@ func (rs *runState) planWait(ctx context.Context, f *frame, s *workflow.Step) (*
 		}
 		plan.wakeAt = t
 	}
+	if w.Approval != nil && w.Approval.Form != nil {
+		// Rendered for every approval (the API shows it), not only for a
+		// notify request.
+		var err error
+		if plan.form, err = rs.render(ctx, f, "wait.approval.form", w.Approval.Form); err != nil {
+			return nil, err
+		}
+	}
 	if n := w.Notify; n != nil {
-		req := &notifyRequest{}
+		req := &notifyRequest{Form: plan.form}
 		u, err := rs.render(ctx, f, "wait.notify.url", n.URL)
 		if err != nil {
 			return nil, err
@@ -418,11 +439,6 @@ func (rs *runState) planWait(ctx context.Context, f *frame, s *workflow.Step) (*
 				return nil, step.Permanent(fmt.Errorf("wait.notify.body must yield an object, got %s", jsonType(b)))
 			}
 			req.Body = m
-		}
-		if w.Approval != nil && w.Approval.Form != nil {
-			if req.Form, err = rs.render(ctx, f, "wait.approval.form", w.Approval.Form); err != nil {
-				return nil, err
-			}
 		}
 		plan.notify = req
 	}

@@ -158,14 +158,25 @@ func (s *Store) ListEvents(ctx context.Context, p *state.ListEventsParams) ([]*s
 	var out []*starflowtype.Event
 	for rows.Next() {
 		var e starflowtype.Event
-		var typ string
-		if err := rows.Scan(&e.ID, &e.RunID, &e.Attempt, &typ, &e.NodeID, &e.ScopePath, &e.Payload, &e.CreatedAt); err != nil {
+		if err := scanEvent(rows, &e); err != nil {
 			return nil, s.errorf("list events: %w", err)
 		}
-		e.Type = starflowtype.EventType(typ)
 		out = append(out, &e)
 	}
 	return out, rows.Err()
+}
+
+// scanEvent reads an event row (id, run_id, attempt, event_type, node_id,
+// scope_path, payload_json, created_at) into e, then the columns a query
+// selects after it into more.
+func scanEvent(row Row, e *starflowtype.Event, more ...any) error {
+	var typ string
+	dest := append([]any{&e.ID, &e.RunID, &e.Attempt, &typ, &e.NodeID, &e.ScopePath, &e.Payload, &e.CreatedAt}, more...)
+	if err := row.Scan(dest...); err != nil {
+		return err
+	}
+	e.Type = starflowtype.EventType(typ)
+	return nil
 }
 
 // ListCheckpoints implements state.Adapter. Only the blob columns mark a
@@ -265,7 +276,7 @@ func scanWait(row Row) (*starflowtype.Wait, error) {
 	var kind, status string
 	err := row.Scan(&w.ID, &w.RunID, &w.WorkspaceID, &w.Attempt, &w.ScopePath, &w.StepID, &kind,
 		&w.Signal, &w.CorrelationKey, &w.TokenHash, &w.KeyID, &w.WakeAt, &w.ExpiresAt, &status,
-		&w.Payload, &w.Notify, &w.NotifiedAt, &w.NotifyTries, &w.CreatedAt, &w.ConsumedAt)
+		&w.Payload, &w.Notify, &w.NotifiedAt, &w.NotifyTries, &w.CreatedAt, &w.ConsumedAt, &w.Form)
 	if err != nil {
 		return nil, err
 	}

@@ -94,7 +94,7 @@ func (s *Store) RegisterWait(ctx context.Context, p *state.RegisterWaitParams) (
 		if _, err := t.tx.Exec(ctx, "insert_wait", id, m.id, m.workspace, p.Attempt, p.ScopePath, p.StepID,
 			string(p.Kind), nullString(signal), nullString(p.CorrelationKey),
 			instant(p.WakeAt), offset(p.WakeIn), instant(p.ExpiresAt), offset(p.ExpiresIn),
-			nullString(p.TokenHash), nullString(p.KeyID), jsonNull(p.Notify), max(p.NotifyGrace, 0)); err != nil {
+			nullString(p.TokenHash), nullString(p.KeyID), jsonNull(p.Notify), max(p.NotifyGrace, 0), jsonNull(p.Form)); err != nil {
 			return err
 		}
 		if p.Kind != starflowtype.WaitTimer {

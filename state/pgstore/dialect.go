@@ -122,7 +122,7 @@ const (
 	waitColumns = `id::text, run_id::text, workspace_id, attempt, scope_path, step_id, kind,
 	coalesce(signal, ''), coalesce(correlation_key, ''), coalesce(token_hash, ''),
 	coalesce(key_id, ''), wake_at, expires_at, status, payload_json::text, notify_json::text,
-	notified_at, notify_tries, created_at, consumed_at`
+	notified_at, notify_tries, created_at, consumed_at, form_json::text`
 )
 
 // query returns the statement named name.

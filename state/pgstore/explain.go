@@ -90,6 +90,18 @@ func (s *Store) ExplainStuckCounts(ctx context.Context, p *state.StuckCountsPara
 	return s.explain(ctx, query("stuck_counts"), []any{buckets})
 }
 
+// ExplainRecentRecoveries returns the plans of the exact statement
+// RecentRecoveries runs for p: it should read
+// idx_workflow_run_events_recovery in order (no sort, no scan of the
+// events table) and each run by workflow_runs_pkey.
+func (s *Store) ExplainRecentRecoveries(ctx context.Context, p *state.RecentRecoveriesParams) (*Plan, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = state.RecentRecoveriesLimitDefault
+	}
+	return s.explain(ctx, query("recent_recoveries"), []any{p.WorkspaceID, p.Env, min(limit, state.RecentRecoveriesLimitMax)})
+}
+
 // bound converts arguments as the store binds them: a zero time is NULL.
 func bound(args []any) []any {
 	out := make([]any, len(args))

@@ -452,6 +452,20 @@ SELECT id, run_id::text, attempt, event_type, coalesce(node_id, ''), scope_path,
  ORDER BY id
  LIMIT $3;
 
+-- name: recent_recoveries
+-- The newest recovery events of workspace $1 (of env $2; '' = every env),
+-- at most $3: idx_workflow_run_events_recovery read in id order (the
+-- event_type term is the index's predicate), each joined to its run by
+-- primary key for the workflow's name.
+SELECT e.id, e.run_id::text, e.attempt, e.event_type, coalesce(e.node_id, ''), e.scope_path, e.payload_json,
+       e.created_at, e.env, r.workflow_name
+  FROM workflow_run_events e
+  JOIN workflow_runs r ON r.id = e.run_id
+ WHERE e.workspace_id = $1 AND ($2 = '' OR e.env = $2)
+   AND e.event_type IN ('runner_lost', 'lease_lost', 'run_interrupted', 'run_dead_lettered')
+ ORDER BY e.id DESC
+ LIMIT $3;
+
 -- name: list_checkpoints
 -- seq is the creation order: the fence serialises a run's writes, so it
 -- also orders checkpoints written by concurrent transactions of one run.
@@ -623,11 +637,12 @@ SELECT /*wait_columns*/ FROM workflow_waits
 -- microseconds ($11, $13), NULL when neither is given.
 INSERT INTO workflow_waits (id, run_id, workspace_id, attempt, scope_path, step_id, kind,
                             signal, correlation_key, token_hash, key_id,
-                            wake_at, expires_at, notify_json, next_notify_at)
+                            wake_at, expires_at, notify_json, next_notify_at, form_json)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $14, $15,
         coalesce($10::timestamptz, now() + $11::bigint * interval '1 microsecond'),
         coalesce($12::timestamptz, now() + $13::bigint * interval '1 microsecond'),
-        $16::json, CASE WHEN $16::json IS NULL THEN NULL ELSE now() + $17::bigint * interval '1 microsecond' END);
+        $16::json, CASE WHEN $16::json IS NULL THEN NULL ELSE now() + $17::bigint * interval '1 microsecond' END,
+        $18::json);
 
 -- name: inbox_match
 -- The oldest unconsumed inbox entry for a wait being registered: addressed

@@ -42,7 +42,7 @@ var Queries = func() map[string]string {
 		"wait_columns": `id, run_id, workspace_id, attempt, scope_path, step_id, kind,
 	coalesce(signal, ''), coalesce(correlation_key, ''), coalesce(token_hash, ''),
 	coalesce(key_id, ''), wake_at, expires_at, status, payload_json, notify_json,
-	notified_at, notify_tries, created_at, consumed_at`,
+	notified_at, notify_tries, created_at, consumed_at, form_json`,
 	})
 	var pairs []string
 	for name, text := range m {

@@ -14,7 +14,8 @@ import (
 // idx_workflow_runs_parent, every workspace's listing the workspace
 // index once per workspace, and that an id prefix is a range of the
 // primary key. (A listing that reads ranges sorts what they return, at
-// most a page from each.)
+// most a page from each.) Recent recoveries read their partial index in
+// order.
 func TestListingQueriesUseTheirIndexes(t *testing.T) {
 	t.Parallel()
 	s, err := Open(Config{Path: filepath.Join(t.TempDir(), "plan.db")})
@@ -44,6 +45,9 @@ func TestListingQueriesUseTheirIndexes(t *testing.T) {
 		{"children", "list_runs_children", listArgs("", "[]", "abcdef01-2345-4678-9abc-def012345678", nil, nil), "idx_workflow_runs_parent", true},
 		{"id prefix", "find_run_ids", []any{"abcdef01-0000-0000-0000-000000000000", "abcdef01-ffff-ffff-ffff-ffffffffffff", "default", 2},
 			"USING INDEX sqlite_autoindex_workflow_runs_1 (id>? AND id<?)", false},
+		// The partial index of recovery events, read in id order.
+		{"recent recoveries", "recent_recoveries", []any{"default", "", 50}, "USING INDEX idx_workflow_run_events_recovery (workspace_id=?)", false},
+		{"recent recoveries of an env", "recent_recoveries", []any{"default", "prod", 50}, "USING INDEX idx_workflow_run_events_recovery (workspace_id=?)", false},
 	} {
 		rows, err := s.read.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+Queries[c.query], c.args...)
 		if err != nil {

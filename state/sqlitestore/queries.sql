@@ -443,6 +443,21 @@ SELECT id, run_id, attempt, event_type, coalesce(node_id, ''), scope_path, paylo
  ORDER BY id
  LIMIT coalesce(?3, -1);
 
+-- name: recent_recoveries
+-- The newest recovery events of workspace ?1 (of env ?2; '' = every env),
+-- at most ?3: idx_workflow_run_events_recovery read in id order (the
+-- event_type term repeats the index's predicate word for word, which
+-- SQLite needs), each joined to its run by primary key. No aliases, so
+-- a plan names the tables it reads.
+SELECT workflow_run_events.id, run_id, workflow_run_events.attempt, event_type, coalesce(node_id, ''), scope_path, payload_json,
+       workflow_run_events.created_at, workflow_run_events.env, workflow_name
+  FROM workflow_run_events
+  JOIN workflow_runs ON workflow_runs.id = run_id
+ WHERE workflow_run_events.workspace_id = ?1 AND (?2 = '' OR workflow_run_events.env = ?2)
+   AND event_type IN ('runner_lost', 'lease_lost', 'run_interrupted', 'run_dead_lettered')
+ ORDER BY workflow_run_events.id DESC
+ LIMIT ?3;
+
 -- name: list_checkpoints
 SELECT run_id, scope_path, step_id, attempt, context_json, outputs_json,
        coalesce(previous_body_ref, ''), created_at, coalesce(context_blob, ''), coalesce(outputs_blob, '')
@@ -581,11 +596,11 @@ SELECT /*wait_columns*/ FROM workflow_waits
 -- NULL when neither is given.
 INSERT INTO workflow_waits (id, run_id, workspace_id, attempt, scope_path, step_id, kind,
                             signal, correlation_key, token_hash, key_id,
-                            wake_at, expires_at, notify_json, next_notify_at)
+                            wake_at, expires_at, notify_json, next_notify_at, form_json)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?14, ?15,
         coalesce(?10, CASE WHEN ?11 IS NULL THEN NULL ELSE now(?11) END),
         coalesce(?12, CASE WHEN ?13 IS NULL THEN NULL ELSE now(?13) END),
-        ?16, CASE WHEN ?16 IS NULL THEN NULL ELSE now(?17) END);
+        ?16, CASE WHEN ?16 IS NULL THEN NULL ELSE now(?17) END, ?18);
 
 -- name: inbox_match
 -- The oldest unconsumed inbox entry for a wait being registered: addressed

@@ -33,6 +33,7 @@ func (s *suite) testAPI(t *testing.T) {
 	t.Run("FindRunIDs", s.testFindRunIDs)
 	t.Run("OperatorSessionVars", s.testOperatorSessionVars)
 	t.Run("ReceiptRequestHash", s.testReceiptRequestHash)
+	t.Run("RecentRecoveries", s.testRecentRecoveries)
 }
 
 // testAPIKeys: create, list, find by hash, revoke; duplicates conflict; a

@@ -196,7 +196,8 @@ func (s *suite) testWaits(t *testing.T) {
 		// 2: the wait, pending; registering again returns the same row.
 		w := h.register(&state.RegisterWaitParams{StepKey: k, Lease: l, Kind: starflowtype.WaitApproval,
 			Signal: "approved", CorrelationKey: "order-1", TokenHash: "abc123", KeyID: "k1",
-			ExpiresIn: time.Hour, Notify: json.RawMessage(`{"url":"http://example.test/hook"}`)})
+			ExpiresIn: time.Hour, Notify: json.RawMessage(`{"url":"http://example.test/hook"}`),
+			Form: json.RawMessage(`{"title":"Ship order 1?","fields":[{"name":"ok","type":"boolean","required":true}]}`)})
 		equal(t, "status", w.Status, starflowtype.WaitPending)
 		equal(t, "kind", w.Kind, starflowtype.WaitApproval)
 		equal(t, "signal", w.Signal, "approved")
@@ -210,6 +211,12 @@ func (s *suite) testWaits(t *testing.T) {
 			t.Errorf("wake_at = %v, want none", w.WakeAt)
 		}
 		jsonEqual(t, "notify", w.Notify, `{"url":"http://example.test/hook"}`)
+		jsonEqual(t, "form", w.Form, `{"title":"Ship order 1?","fields":[{"name":"ok","type":"boolean","required":true}]}`)
+		if listed, err := h.a.ListWaits(h.ctx(), &state.ListWaitsParams{RunID: run.ID}); err != nil || len(listed) != 1 {
+			t.Errorf("ListWaits = %d waits, %v; want 1", len(listed), err)
+		} else {
+			jsonEqual(t, "listed form", listed[0].Form, `{"title":"Ship order 1?","fields":[{"name":"ok","type":"boolean","required":true}]}`)
+		}
 		again := h.register(&state.RegisterWaitParams{StepKey: k, Lease: l, Kind: starflowtype.WaitApproval, Signal: "other"})
 		equal(t, "re-registered wait id", again.ID, w.ID)
 		equal(t, "re-registered wait signal (unchanged)", again.Signal, "approved")
@@ -968,6 +975,9 @@ func (s *suite) testWaits(t *testing.T) {
 		none := h.register(&state.RegisterWaitParams{StepKey: stepKey(run, "", "a"), Lease: l, Signal: "a"})
 		fails := h.register(&state.RegisterWaitParams{StepKey: stepKey(run, "", "b"), Lease: l, Signal: "b", Notify: json.RawMessage(`{"url":"http://b"}`)})
 		ok := h.register(&state.RegisterWaitParams{StepKey: stepKey(run, "", "c"), Lease: l, Signal: "c", Notify: json.RawMessage(`{"url":"http://c"}`)})
+		if ok.Form != nil {
+			t.Errorf("a wait registered without a form has form %s", ok.Form)
+		}
 		// Within its grace the registering runner is still trying inline:
 		// no retrier may list it.
 		grace := h.register(&state.RegisterWaitParams{StepKey: stepKey(run, "", "d"), Lease: l, Signal: "d",
