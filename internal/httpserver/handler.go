@@ -194,6 +194,9 @@ func New(cfg Config) (http.Handler, error) {
 	// {token...} also matches an empty or slashed remainder, so every
 	// POST under /wake/ gets the token's answer (401), never a 404.
 	mux.HandleFunc("POST /wake/{token...}", h.wake)
+	if apiSrv != nil {
+		registerDashboard(mux)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowed(mux, r); allow != "" {
 			w.Header().Set("Allow", allow)
