@@ -201,6 +201,7 @@ type Engine struct {
 	stuck    *stuckMetrics           // the leader's stuck tally, exported
 	warm     warm.Store
 	tier     *warmTier // nil without a warm store
+	sweeps   sweepLog  // what this process's sweeps did (Sweeps)
 
 	listenCancel context.CancelFunc
 	listenDone   chan struct{}
@@ -288,10 +289,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.sweep = maintenance.NewLeaseSweep(store, maintenance.SweepConfig{
-		Interval: cfg.SweepInterval, RetryMin: cfg.RunRetryMin, RetryMax: cfg.RunRetryMax,
-		Logger: cfg.Logger, OnRequeue: e.runner.Notify,
-	})
+	e.sweep = e.newLeaseSweep()
 	tier.registerRunner(e.runner)
 	var elector state.Elector
 	if el, ok := cfg.Store.(state.Elector); ok { // the cold store, not the mirror wrapping it
@@ -326,15 +324,21 @@ func (e *Engine) LoadWakeKeys(ctx context.Context) error {
 	return nil
 }
 
+// newLeaseSweep is a lease sweep of the engine's store whose passes the
+// engine records (Sweeps).
+func (e *Engine) newLeaseSweep() *maintenance.LeaseSweep {
+	return maintenance.NewLeaseSweep(e.store, maintenance.SweepConfig{
+		Interval: e.cfg.SweepInterval, RetryMin: e.cfg.RunRetryMin, RetryMax: e.cfg.RunRetryMax,
+		Logger: e.cfg.Logger, OnRequeue: e.runner.Notify, OnPass: e.sweeps.record,
+	})
+}
+
 // maintenanceServices builds the services of one maintenance term: the
 // lease sweep, the timer poller, the notify retrier, the session-variable
 // GC, the stuck watch (the why-stuck metrics) and, with a warm tier that
 // this process drains, the hash sweep.
 func (e *Engine) maintenanceServices() ([]maintenance.Service, error) {
-	sweep := maintenance.NewLeaseSweep(e.store, maintenance.SweepConfig{
-		Interval: e.cfg.SweepInterval, RetryMin: e.cfg.RunRetryMin, RetryMax: e.cfg.RunRetryMax,
-		Logger: e.cfg.Logger, OnRequeue: e.runner.Notify,
-	})
+	sweep := e.newLeaseSweep()
 	w, err := e.newWaitMaintenance()
 	if err != nil {
 		return nil, err

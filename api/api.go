@@ -5,7 +5,8 @@
 // docs/api.md describes the routes, auth and roles.
 //
 // Runs, steps, events, checkpoints, waits, definitions and session
-// variables travel as their starflowtype shapes. Timestamps are RFC 3339
+// variables travel as their starflowtype shapes; health and sweeps as
+// the engine's (starflow.Health, starflow.SweepHistory). Timestamps are RFC 3339
 // (UTC); durations are Go duration strings ("30s", "1h30m").
 package api
 
@@ -13,6 +14,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/starflowtype"
 )
 
@@ -221,6 +223,46 @@ type Me struct {
 const (
 	AuthKey  = "key"
 	AuthOpen = "open"
+)
+
+// HealthReport is the body of GET /api/health: the health answer of
+// /healthz (starflow.Health: cold store, warm level, outbox depth and
+// lag), the live runners, what this process's lease sweeps recovered
+// lately and the newest recovery events of every process, all within
+// the caller's workspace (and env) where they belong to one.
+type HealthReport struct {
+	starflow.Health
+	// Runners are the live runners, by id: from the warm tier's presence
+	// when there is one (and it answers), else from the cold store's
+	// workflow_runners rows of runners that claim from the caller's
+	// workspace.
+	Runners []HealthRunner `json:"runners"`
+	// Sweeps are this process's recent lease-sweep passes (its runs of
+	// other workspaces and envs left out).
+	Sweeps starflow.SweepHistory `json:"sweeps"`
+	// Recoveries are the newest recovery events (runner_lost, lease_lost,
+	// run_interrupted, run_dead_lettered) of the caller's runs, whichever
+	// process wrote them, newest first, at most 50.
+	Recoveries []*starflowtype.RecoveryEvent `json:"recoveries"`
+}
+
+// HealthRunner is one live runner of a HealthReport.
+type HealthRunner struct {
+	ID    string   `json:"id"`
+	Pools []string `json:"pools,omitempty" doc:"The runner pools it serves besides runs with no pool."`
+	// RunsHeld is how many runs it held when last seen; Concurrency the
+	// most it runs at once (0: unknown, from the warm tier alone).
+	RunsHeld    int       `json:"runs_held"`
+	Concurrency int       `json:"concurrency,omitempty"`
+	StartedAt   time.Time `json:"started_at,omitzero" doc:"When it started (from the cold store; absent when it has no row)."`
+	SeenAt      time.Time `json:"seen_at" doc:"Its last presence beat (warm) or heartbeat (cold)."`
+	Source      string    `json:"source" enum:"warm,cold" doc:"Where the entry came from: the warm tier's presence or the cold store's workflow_runners."`
+}
+
+// Sources of HealthRunner.
+const (
+	SourceWarm = "warm"
+	SourceCold = "cold"
 )
 
 // Ready is the body of GET /readyz.

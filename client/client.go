@@ -205,6 +205,14 @@ func (c *Client) Me(ctx context.Context) (*api.Me, error) {
 	return out, c.get(ctx, "/api/me", nil, out)
 }
 
+// Health reads the health page (GET /api/health): the store and warm
+// tier, the live runners, the server's recent lease sweeps and the newest
+// recovery events of the caller's workspace.
+func (c *Client) Health(ctx context.Context) (*api.HealthReport, error) {
+	out := &api.HealthReport{}
+	return out, c.get(ctx, "/api/health", nil, out)
+}
+
 // EnqueueOptions is an enqueue: the body of POST /run/{workflow}/enqueue
 // and its Idempotency-Key.
 type EnqueueOptions struct {

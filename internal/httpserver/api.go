@@ -186,6 +186,7 @@ func newAPI(mux *http.ServeMux, cfg apiSettings) (*apiServer, error) {
 	s.registerLive()
 	s.registerHealth()
 	s.registerMe()
+	s.registerHealthReport()
 	s.registerSignIn(mux)
 	return s, nil
 }

@@ -116,6 +116,7 @@ func allRoutes() []routeCase {
 		{"GET", "/live/runners", viewer, false, 200, fixed("/live/runners", nil)},
 		{"GET", "/metrics", viewer, false, 200, fixed("/metrics", nil)},
 		{"GET", "/api/me", viewer, false, 200, fixed("/api/me", nil)},
+		{"GET", "/api/health", viewer, false, 200, fixed("/api/health", nil)},
 		{"GET", "/healthz", "", false, 200, fixed("/healthz", nil)},
 		{"GET", "/readyz", "", false, 200, fixed("/readyz", nil)},
 		{"GET", "/openapi.json", "", false, 200, fixed("/openapi.json", nil)},

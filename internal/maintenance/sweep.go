@@ -34,6 +34,12 @@ type SweepConfig struct {
 	// OnRequeue, when set, is called after a pass re-queued runs (to wake
 	// in-process runners).
 	OnRequeue func()
+	// OnPass, when set, is called after every pass (from the goroutine
+	// that ran it) with when it began, how long it took, the runs it
+	// changed and its error (the pass's own, not a cancellation).
+	OnPass func(began time.Time, took time.Duration, changed []*starflowtype.Run, err error)
+	// Now is the clock of OnPass. Default time.Now.
+	Now func() time.Time
 }
 
 // LeaseSweep periodically calls ExpireOldLeases("runner_lost"): runs whose
@@ -67,6 +73,9 @@ func NewLeaseSweep(store state.Adapter, cfg SweepConfig) *LeaseSweep {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &LeaseSweep{store: store, cfg: cfg, trigger: make(chan struct{}, 1)}
 }
@@ -123,8 +132,19 @@ func (s *LeaseSweep) loop(ctx context.Context) {
 	}
 }
 
-// Pass runs one sweep and returns the runs it changed.
+// Pass runs one sweep and returns the runs it changed; OnPass hears of
+// it unless ctx ended first.
 func (s *LeaseSweep) Pass(ctx context.Context) ([]*starflowtype.Run, error) {
+	began := s.cfg.Now()
+	runs, err := s.pass(ctx)
+	if s.cfg.OnPass != nil && ctx.Err() == nil {
+		s.cfg.OnPass(began, s.cfg.Now().Sub(began), runs, err)
+	}
+	return runs, err
+}
+
+// pass is one sweep.
+func (s *LeaseSweep) pass(ctx context.Context) ([]*starflowtype.Run, error) {
 	runs, err := s.store.ExpireOldLeases(ctx, &state.ExpireOldLeasesParams{
 		Reason: "runner_lost",
 		Backoff: func(attempt int) time.Duration {
