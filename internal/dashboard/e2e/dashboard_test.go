@@ -81,7 +81,6 @@ func TestListToDetail(t *testing.T) {
 	if row := text(t, ctx, fmt.Sprintf(`tr[data-run=%q]`, boom)); !strings.Contains(row, "dead-lettered") {
 		t.Errorf("row of the failed run %q: want a dead-lettered badge", row)
 	}
-	screenshot(t, ctx, "runs")
 	run(t, ctx, "filter by status", chromedp.SetValue(css(`select[name="status"]`), "failed"),
 		chromedp.Click(css(`form.filters button[type="submit"]`)),
 		chromedp.WaitVisible(css(`tr[data-run=%q]`, boom)))
@@ -214,8 +213,9 @@ func TestViewerSeesNoActions(t *testing.T) {
 // TestDefinitionsAndDeadLetters: the definitions page lists the
 // applied workflows, a definition's page draws its graph, shows its
 // source and plans a new revision; the dead letters page lists a dead
-// run and redrives it.
-func TestDefinitionsAndDeadLetters(t *testing.T) {
+// run and redrives it; the health page shows the store, the outbox and
+// the runner alive.
+func TestDefinitionsDeadLettersHealth(t *testing.T) {
 	e := newEnv(t)
 	boom := e.enqueue("boom", `{}`)
 	e.waitStatus(boom, starflowtype.RunFailed)
@@ -258,5 +258,11 @@ func TestDefinitionsAndDeadLetters(t *testing.T) {
 	if r.Attempt < 2 { // it fails again at once (boom always does): a new attempt shows the redrive
 		t.Errorf("redriven run is at attempt %d (%s), want a new attempt", r.Attempt, r.Status)
 	}
-
+	run(t, ctx, "health", chromedp.Navigate(e.url+"/health"), chromedp.WaitVisible(css(`main[data-ready="health"]`)))
+	if s := text(t, ctx, `main`); !strings.Contains(s, "Cold store") || !strings.Contains(s, "Outbox") {
+		t.Errorf("health page %q: want the store and the outbox", s)
+	}
+	if n := count(t, ctx, `#runners tbody tr`); n < 1 {
+		t.Errorf("health page: %d runners alive, want the engine's", n)
+	}
 }

@@ -18,7 +18,8 @@ import (
 
 // TestStuckReasonsOnThePage: a run in each why-stuck state (the fixture
 // TestStuckReasons checks in the engine, the API and the CLI) shows its
-// reason and its sentence on its page and in its row of the runs page.
+// reason and its sentence on its page and in its row of the runs page;
+// the health page lists the runs the fixture's sweep recovered.
 func TestStuckReasonsOnThePage(t *testing.T) {
 	store, err := sqlitestore.Open(sqlitestore.Config{Path: filepath.Join(t.TempDir(), "stuck.db"), Hooks: []state.TxHook{mirror.Hook()}})
 	if err != nil {
@@ -43,6 +44,7 @@ func TestStuckReasonsOnThePage(t *testing.T) {
 			t.Errorf("%s: the runs page's row says %s, want %s", c.Name, got, c.Reason)
 		}
 	}
+	screenshot(t, ctx, "runs")
 	for _, c := range f.Cases {
 		run(t, ctx, "open "+c.Name, chromedp.Navigate(srv.URL+"/runs/"+c.RunID), chromedp.WaitVisible(css(`main[data-ready="run"]`)))
 		got := eval[string](t, ctx, `(document.querySelector('#stuck') || {dataset: {}}).dataset.reason || 'absent'`)
@@ -54,4 +56,12 @@ func TestStuckReasonsOnThePage(t *testing.T) {
 			t.Errorf("%s: the run page's reason %q: want the reason and its sentence", c.Name, s)
 		}
 	}
+	run(t, ctx, "health", chromedp.Navigate(srv.URL+"/health"), chromedp.WaitVisible(css(`main[data-ready="health"]`)))
+	for _, name := range []string{"interrupted"} {
+		c := f.Case(name)
+		if n := count(t, ctx, fmt.Sprintf(`#recoveries a[href="/runs/%s"], #sweeps a[href="/runs/%s"]`, c.RunID, c.RunID)); n < 1 {
+			t.Errorf("health page: the %s run the sweep recovered is not listed", name)
+		}
+	}
+	screenshot(t, ctx, "health")
 }

@@ -51,6 +51,13 @@ function fmtTime(t) {
   if (isNaN(d)) return t;
   return d.toLocaleString(undefined, { year: 'numeric', month: 'short', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit' });
 }
+// fmtShort is a compact time for table cells (no year, 24 h).
+function fmtShort(t) {
+  if (!t) return '';
+  const d = new Date(t);
+  if (isNaN(d)) return t;
+  return d.toLocaleString(undefined, { month: 'short', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
+}
 function fmtDur(ms) {
   if (ms === null || ms === undefined || ms < 0) return '';
   if (ms < 1000) return `${Math.round(ms)} ms`;
@@ -253,8 +260,9 @@ function runBadges(r) {
   if (r.dead_lettered) out.push(badge('dead-lettered', 'dead'));
   if (s && s.reason === 'lease_stale') out.push(badge('stale', 'stale', stuckText(s)));
   if (r.status === 'paused' || (s && s.reason && s.reason.startsWith('waiting_'))) out.push(badge('waiting', 'waiting', s ? stuckText(s) : ''));
-  if (r.cancel_requested && !TERMINAL.has(r.status)) out.push(badge('cancel requested', 'stuck'));
-  if (s && !['lease_stale'].includes(s.reason) && !s.reason.startsWith('waiting_')) out.push(badge(s.reason.replace(/_/g, ' '), 'stuck', stuckText(s)));
+  if (r.cancel_requested && !TERMINAL.has(r.status) && !(s && s.reason === 'cancel_requested')) out.push(badge('cancel requested', 'stuck'));
+  // The reason as a badge, unless a badge above already says it.
+  if (s && s.reason !== 'lease_stale' && s.reason !== r.status && !s.reason.startsWith('waiting_')) out.push(badge(s.reason.replace(/_/g, ' '), 'stuck', stuckText(s)));
   return h('span', { class: 'badges' }, out);
 }
 
@@ -312,8 +320,8 @@ async function pageRuns(main) {
     h('td', { class: 'status' }, runBadges(r)),
     h('td', { class: 'why muted', 'data-reason': r.stuck ? r.stuck.reason : null }, stuckText(r.stuck)),
     h('td', {}, `${r.attempt}/${r.max_attempts}`),
-    h('td', { title: r.created_at }, fmtTime(r.created_at)),
-    h('td', {}, r.duration_ms ? fmtDur(r.duration_ms) : (r.status === 'running' && r.attempt_started_at ? ago(r.attempt_started_at).replace(' ago', '…') : '')));
+    h('td', { title: r.created_at, class: 'nowrap' }, fmtShort(r.created_at)),
+    h('td', { class: 'nowrap' }, r.duration_ms ? fmtDur(r.duration_ms) : (r.status === 'running' && r.attempt_started_at ? h('span', { title: 'running for' }, ago(r.attempt_started_at).replace(' ago', '')) : '')));
 
   let runs = [];
   if (idq) {
@@ -995,7 +1003,8 @@ async function pageHealth(main) {
     const hr = await api('GET', '/api/health');
     const lvl = { ok: 'succeeded', warning: 'stale', critical: 'failed', none: 'none' }[hr.warm] || 'none';
     const runners = hr.runners || [];
-    const sweeps = hr.sweeps || [];
+    const sw = hr.sweeps || {};
+    const passes = sw.passes || [];
     const recs = hr.recoveries || [];
     replace(main, h('h1', {}, 'Health', badge(hr.status, hr.status === 'ok' ? 'succeeded' : 'failed')),
       h('div', { class: 'grid2' },
@@ -1005,19 +1014,23 @@ async function pageHealth(main) {
           hr.warm_enabled ? kv('Reachable', hr.warm_reachable ? 'yes' : `no — ${hr.warm_error || ''}`) : null)),
         h('div', { class: 'panel' }, h('h3', {}, 'Outbox'), h('dl', { class: 'kv' },
           kv('Pending rows', String(hr.outbox_pending ?? 0)), kv('Oldest unapplied', hr.outbox_oldest_age_seconds ? fmtDur(hr.outbox_oldest_age_seconds * 1000) : '—'),
-          hr.outbox_error ? kv('Error', hr.outbox_error) : null))),
+          hr.outbox_error ? kv('Error', hr.outbox_error) : null)),
+        h('div', { class: 'panel' }, h('h3', {}, 'Lease sweep (this server)'), h('dl', { class: 'kv' },
+          kv('Last pass', sw.last_pass_at ? `${ago(sw.last_pass_at)} · ${fmtDur(sw.last_pass_duration_ms)}` : 'none yet (another process may lead maintenance)'),
+          sw.last_pass_error ? kv('Error', sw.last_pass_error) : null))),
       h('h2', {}, `Runners alive (${runners.length})`),
-      runners.length ? h('div', { class: 'table-wrap' }, h('table', { id: 'runners' }, h('thead', {}, h('tr', {}, ['Runner', 'Pool', 'Since', 'Last seen', 'From'].map((c) => h('th', {}, c)))),
-        h('tbody', {}, runners.map((r) => h('tr', {}, h('td', { class: 'mono' }, r.id || r.runner_id), h('td', {}, [].concat(r.pools || r.pool || []).join(', ') || 'any'),
-          h('td', {}, fmtTime(r.started_at)), h('td', {}, ago(r.last_seen || r.seen_at || r.updated_at)), h('td', {}, r.source || '')))))) : h('p', { class: 'muted' }, 'No runner has reported itself alive.'),
-      h('h2', {}, 'Recent sweeps (this server)'),
-      sweeps.length ? h('ul', {}, sweeps.map((s) => h('li', {}, `${fmtTime(s.at)} · ${fmtDur(s.duration_ms)} · recovered ${(s.recovered || []).length}: `,
-        (s.recovered || []).map((x) => h('span', {}, link(`/runs/${x.run_id}`, short(x.run_id)), ` ${x.workflow_name || ''} → ${x.status_after || x.status || ''}${x.dead_lettered ? ' (dead-lettered)' : ''}; `)))))
-        : h('p', { class: 'muted' }, hr.last_sweep_at ? `Last sweep ${ago(hr.last_sweep_at)}: nothing to recover.` : 'No sweep has recovered a run since this server started.'),
-      h('h2', {}, 'Recent recoveries (every runner)'),
-      recs.length ? h('div', { class: 'table-wrap' }, h('table', {}, h('thead', {}, h('tr', {}, ['Time', 'Event', 'Run', 'Detail'].map((c) => h('th', {}, c)))),
+      runners.length ? h('div', { class: 'table-wrap' }, h('table', { id: 'runners' }, h('thead', {}, h('tr', {}, ['Runner', 'Pools', 'Runs held', 'Started', 'Last seen', 'From'].map((c) => h('th', {}, c)))),
+        h('tbody', {}, runners.map((r) => h('tr', {}, h('td', { class: 'mono' }, r.id), h('td', {}, (r.pools || []).join(', ') || 'runs with no pool'),
+          h('td', {}, r.concurrency ? `${r.runs_held} of ${r.concurrency}` : String(r.runs_held)),
+          h('td', {}, fmtTime(r.started_at)), h('td', {}, ago(r.seen_at)), h('td', {}, r.source)))))) : h('p', { class: 'muted' }, 'No runner has reported itself alive: queued runs wait (queued_no_runner).'),
+      h('h2', {}, 'Sweeps that recovered runs (this server)'),
+      passes.length ? h('ul', { id: 'sweeps' }, passes.map((p) => h('li', {}, `${fmtTime(p.at)} · ${fmtDur(p.duration_ms)} · ${(p.recovered || []).length} run(s): `,
+        (p.recovered || []).map((x) => h('span', {}, link(`/runs/${x.run_id}`, short(x.run_id)), ` ${x.workflow_name} ${x.outcome.replace(/_/g, ' ')} (${x.status_after}); `)))))
+        : h('p', { class: 'muted' }, 'No sweep of this server has recovered a run since it started.'),
+      h('h2', {}, 'Recent recoveries (every process)'),
+      recs.length ? h('div', { class: 'table-wrap' }, h('table', { id: 'recoveries' }, h('thead', {}, h('tr', {}, ['Time', 'Event', 'Run', 'Workflow', 'Detail'].map((c) => h('th', {}, c)))),
         h('tbody', {}, recs.map((e) => h('tr', {}, h('td', {}, fmtTime(e.created_at)), h('td', {}, e.event_type), h('td', {}, link(`/runs/${e.run_id}`, short(e.run_id))),
-          h('td', { class: 'mono' }, e.payload !== undefined ? JSON.stringify(e.payload).slice(0, 200) : '')))))) : h('p', { class: 'muted' }, 'No run was recovered recently.'));
+          h('td', {}, e.workflow_name || ''), h('td', { class: 'mono' }, e.payload !== undefined ? JSON.stringify(e.payload).slice(0, 200) : '')))))) : h('p', { class: 'muted' }, 'No run was recovered recently.'));
     markReady(main, 'health');
   };
   await draw();
