@@ -88,6 +88,14 @@ func (s *apiServer) authenticate(next http.Handler) http.Handler {
 			problem(w, http.StatusBadRequest, "Bad Request", bad)
 			return
 		}
+		if s.protected(r.URL.Path) {
+			// What a key reads (a run's input and output, the keys) is
+			// kept by no cache, the browser's included, past the answer
+			// (after a sign-out, the back button shows nothing stored);
+			// and no browser reads it as another type than it says.
+			w.Header().Set("Cache-Control", "no-store")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+		}
 		p, status, detail := s.resolve(r)
 		if status != 0 {
 			if status == http.StatusUnauthorized {
