@@ -127,11 +127,19 @@ const enc = encodeURIComponent;
 // ---- session and roles ----------------------------------------------
 
 let me = null; // GET /api/me
+// meRefusal is why GET /api/me refused a page that was signed in (its
+// cookie's key revoked, unknown): the sign-in page says so.
+let meRefusal = '';
 function can(role) { return !!me && (ROLE_RANK[me.role] || 0) >= ROLE_RANK[role]; }
+// signInWhy is why this page sent itself to the sign-in (the API's 401
+// detail). It is kept here, not in the address, so the sign-in page shows
+// only what the server or this page said, never a text a link put there.
+let signInWhy = '';
 function signInNeeded(detail) {
   if (location.pathname === '/sign-in') return;
   const next = location.pathname + location.search;
-  history.replaceState(null, '', `/sign-in?next=${enc(next)}${detail ? '&why=' + enc(detail) : ''}`);
+  signInWhy = detail || '';
+  history.replaceState(null, '', `/sign-in?next=${enc(next)}`);
   render();
 }
 async function loadMe() {
@@ -140,6 +148,7 @@ async function loadMe() {
   } catch (e) {
     me = null;
     if (e.status !== 401) throw e;
+    meRefusal = cookie('starflow_csrf') ? e.message : '';
   }
   const who = $('#who');
   if (!me) { replace(who); return; }
@@ -235,7 +244,9 @@ async function pageSignIn(main) {
     rate_limited: 'Too many sign-in attempts from here: wait a few seconds and try again.',
     unavailable: 'The server could not read its keys just now: try again.',
   };
-  const err = why[q.get('error')] || q.get('error') || q.get('why');
+  // ?error= is one of the server's codes; any other text is not shown.
+  const code = q.get('error');
+  const err = code ? (why[code] || 'The sign-in failed: try again.') : signInWhy;
   replace(main, h('div', { class: 'signin panel' },
     h('h1', {}, 'Sign in'),
     h('p', { class: 'muted' }, 'This server needs an API key. Create one with ', h('code', {}, 'starflow keys create --name NAME --role viewer'), '.'),
@@ -1045,7 +1056,7 @@ async function pageHealth(main) {
 let meReady = Promise.resolve();
 (function start() {
   if (location.pathname !== '/sign-in') {
-    meReady = loadMe().then(() => { if (!me) signInNeeded(); }, () => { /* the page says what failed */ });
+    meReady = loadMe().then(() => { if (!me) signInNeeded(meRefusal); }, () => { /* the page says what failed */ });
   }
   render();
 })();
