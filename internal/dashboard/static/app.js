@@ -637,48 +637,68 @@ function findStep(steps, id) {
 }
 // formFields normalises an approval form's fields: {name: "type"},
 // {name: {type, label, required, enum, description}} or a list of
-// {name, type, label, required}; form.required may list names.
+// {name, type, label, required}; form.required may list names. The form
+// is the definition's (rendered from the run's data): fields that are
+// not an object or a list, entries without a name, and labels or help
+// that are not text are left out rather than drawn as junk.
+const textOf = (v) => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
 function formFields(form) {
   const req = new Set(Array.isArray(form.required) ? form.required : []);
-  let fields = form.fields || {};
-  if (Array.isArray(fields)) fields = Object.fromEntries(fields.filter((f) => f && f.name).map((f) => [f.name, f]));
-  return Object.entries(fields).map(([name, f]) => {
-    const o = typeof f === 'string' ? { type: f } : (f && typeof f === 'object' ? f : { type: 'string' });
-    return { name, type: String(o.type || 'string'), label: o.label || o.title || name, required: !!o.required || req.has(name),
-      options: Array.isArray(o.enum) ? o.enum : (Array.isArray(o.options) ? o.options : null), help: o.description || o.help || '' };
+  let fields = form.fields;
+  if (Array.isArray(fields)) fields = fields.filter((f) => f && typeof f === 'object' && typeof f.name === 'string').map((f) => [f.name, f]);
+  else if (fields && typeof fields === 'object') fields = Object.entries(fields);
+  else fields = [];
+  return fields.filter(([name]) => name !== '').map(([name, f]) => {
+    const o = typeof f === 'string' ? { type: f } : (f && typeof f === 'object' && !Array.isArray(f) ? f : { type: 'string' });
+    const options = Array.isArray(o.enum) ? o.enum : (Array.isArray(o.options) ? o.options : null);
+    return { name, type: String(o.type || 'string'), label: textOf(o.label) || textOf(o.title) || name, required: o.required === true || req.has(name),
+      options, multiline: o.multiline === true, help: textOf(o.description) || textOf(o.help) };
   });
 }
 function approvalForm(r, w, spec, reload) {
   let form = w.form;
   if (!form && spec) { const s = findStep(spec.steps, w.step_id); form = s && s.wait && s.wait.approval && s.wait.approval.form; }
-  form = form && typeof form === 'object' ? form : {};
+  form = form && typeof form === 'object' && !Array.isArray(form) ? form : {};
   const fields = formFields(form);
   const out = h('div', { 'aria-live': 'polite' });
-  const inputs = fields.map((f) => {
-    const id = `f-${w.id}-${f.name}`;
+  // Each field's value is read from the controls drawn for it (never
+  // looked up by name on the form: a field named "elements" or "submit"
+  // would shadow the form's own properties).
+  const values = [];
+  const inputs = fields.map((f, i) => {
+    const id = `f-${w.id}-${i}`;
+    const help = f.help ? h('span', { class: 'muted' }, ` — ${f.help}`) : null;
     let input;
-    if (f.options) input = h('select', { id, name: f.name, required: f.required }, f.required ? null : h('option', { value: '' }, '—'), f.options.map((o) => h('option', { value: JSON.stringify(o) }, String(o))));
-    else if (f.type === 'boolean' && f.required) {
+    if (f.options) {
+      input = h('select', { id, name: f.name, required: f.required }, f.required ? null : h('option', { value: '' }, '—'),
+        f.options.map((o) => h('option', { value: JSON.stringify(o) ?? 'null' }, o !== null && typeof o === 'object' ? JSON.stringify(o) : String(o))));
+      values.push([f.name, () => (input.value === '' ? undefined : JSON.parse(input.value))]);
+    } else if (f.type === 'boolean' && f.required) {
       // A required yes/no is asked, not defaulted: two radios, one must be chosen.
-      return h('fieldset', { class: 'yesno' }, h('legend', {}, f.label, h('span', { class: 'req', 'aria-hidden': 'true' }, ' *'), f.help ? h('span', { class: 'muted' }, ` — ${f.help}`) : null),
-        h('label', { class: 'inline' }, h('input', { type: 'radio', name: f.name, value: 'true', required: true, id }), 'Yes'),
+      const yes = h('input', { type: 'radio', name: f.name, value: 'true', required: true, id });
+      values.push([f.name, () => yes.checked]);
+      return h('fieldset', { class: 'yesno' }, h('legend', {}, f.label, h('span', { class: 'req', 'aria-hidden': 'true' }, ' *'), help),
+        h('label', { class: 'inline' }, yes, 'Yes'),
         h('label', { class: 'inline' }, h('input', { type: 'radio', name: f.name, value: 'false', required: true }), 'No'));
-    } else if (f.type === 'boolean') return h('label', { class: 'inline', for: id }, h('input', { type: 'checkbox', id, name: f.name }), f.label, f.help ? h('span', { class: 'muted' }, ` — ${f.help}`) : null);
-    else if (f.type === 'number' || f.type === 'integer') input = h('input', { type: 'number', id, name: f.name, required: f.required, step: f.type === 'integer' ? '1' : 'any' });
-    else if (f.type === 'text' || f.multiline) input = h('textarea', { id, name: f.name, required: f.required });
-    else input = h('input', { type: 'text', id, name: f.name, required: f.required });
-    return h('label', { for: id }, h('span', {}, f.label, f.required ? h('span', { class: 'req', 'aria-hidden': 'true' }, ' *') : null, f.help ? h('span', { class: 'muted' }, ` — ${f.help}`) : null), input);
+    } else if (f.type === 'boolean') {
+      const box = h('input', { type: 'checkbox', id, name: f.name });
+      values.push([f.name, () => box.checked]);
+      return h('label', { class: 'inline', for: id }, box, f.label, help);
+    } else if (f.type === 'number' || f.type === 'integer') {
+      input = h('input', { type: 'number', id, name: f.name, required: f.required, step: f.type === 'integer' ? '1' : 'any' });
+      values.push([f.name, () => (input.value === '' ? undefined : Number(input.value))]);
+    } else {
+      input = f.type === 'text' || f.multiline ? h('textarea', { id, name: f.name, required: f.required }) : h('input', { type: 'text', id, name: f.name, required: f.required });
+      values.push([f.name, () => (input.value !== '' || f.required ? input.value : undefined)]);
+    }
+    return h('label', { for: id }, h('span', {}, f.label, f.required ? h('span', { class: 'req', 'aria-hidden': 'true' }, ' *') : null, help), input);
   });
   const el = h('form', { class: 'panel form-approval', 'aria-label': `Approve ${w.step_id}`, 'data-wait': w.id, onsubmit: async (ev) => {
     ev.preventDefault();
-    const payload = {};
-    for (const f of fields) {
-      const input = el.elements.namedItem(f.name);
-      if (f.type === 'boolean' && f.required) payload[f.name] = input.value === 'true'; // a RadioNodeList
-      else if (f.type === 'boolean') payload[f.name] = input.checked;
-      else if (f.options) { if (input.value !== '') payload[f.name] = JSON.parse(input.value); }
-      else if (f.type === 'number' || f.type === 'integer') { if (input.value !== '') payload[f.name] = Number(input.value); }
-      else if (input.value !== '' || f.required) payload[f.name] = input.value;
+    const payload = Object.create(null); // a field may be named __proto__
+    for (const [name, get] of values) {
+      const v = get();
+      if (v !== undefined) payload[name] = v;
     }
     replace(out, h('span', { class: 'muted' }, 'Sending…'));
     try {
@@ -687,10 +707,10 @@ function approvalForm(r, w, spec, reload) {
       await reload();
     } catch (e) { replace(out, errorBox(e)); }
   } },
-  h('h3', {}, form.title ? String(form.title) : `Approval: ${w.step_id}`),
-  form.description ? h('p', {}, String(form.description)) : null,
+  h('h3', {}, textOf(form.title) || `Approval: ${w.step_id}`),
+  textOf(form.description) ? h('p', {}, textOf(form.description)) : null,
   inputs,
-  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, form.submit ? String(form.submit) : 'Submit')), out);
+  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, textOf(form.submit) || 'Submit')), out);
   return el;
 }
 function signalForm(r, w, reload) {
