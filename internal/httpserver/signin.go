@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Browser sign-in (the dashboard): POST /ui/sign-in checks an API key and
@@ -142,9 +143,9 @@ func signInFailed(w http.ResponseWriter, r *http.Request, code, next string) {
 // safeNext is next when it is a path of this site — one leading slash
 // (not //, which a browser reads as another host), no backslash (which
 // browsers read as a slash), no scheme or host, no control character or
-// space — and "/" otherwise.
+// space, valid UTF-8 — and "/" otherwise.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || len(next) > 2000 ||
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || len(next) > 2000 || !utf8.ValidString(next) ||
 		strings.ContainsFunc(next, func(c rune) bool { return c == '\\' || unicode.IsControl(c) || unicode.IsSpace(c) }) {
 		return "/"
 	}

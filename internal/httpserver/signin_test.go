@@ -145,16 +145,18 @@ func TestSignInRefusals(t *testing.T) {
 	}
 	good := e.keys["alpha/operator"]
 	for next, want := range map[string]string{
-		"":                     "/",
-		"/":                    "/",
-		"/runs?status=failed":  "/runs?status=failed",
-		"//evil.example/x":     "/",
-		"/\\evil.example":      "/",
-		"https://evil.example": "/",
-		"javascript:alert(1)":  "/",
-		"runs":                 "/",
-		"/a b":                 "/",
-		"/a\r\nSet-Cookie: x":  "/",
+		"":                              "/",
+		"/":                             "/",
+		"/runs?status=failed":           "/runs?status=failed",
+		"//evil.example/x":              "/",
+		"/\\evil.example":               "/",
+		"https://evil.example":          "/",
+		"javascript:alert(1)":           "/",
+		"runs":                          "/",
+		"/a b":                          "/",
+		"/a\r\nSet-Cookie: x":           "/",
+		"/runs/\xff":                    "/",
+		"/" + strings.Repeat("a", 3000): "/",
 	} {
 		resp := e.signIn(url.Values{"key": {good}, "next": {next}})
 		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != want {
@@ -288,4 +290,28 @@ func TestSessionCookiesSecureUnderTLS(t *testing.T) {
 			t.Errorf("%s: %d cookies, want 2", target, len(res.Cookies()))
 		}
 	}
+}
+
+// FuzzSafeNext: whatever the sign-in form's next holds, the redirect goes
+// to a path of this site: next itself or /, never another host.
+func FuzzSafeNext(f *testing.F) {
+	for _, s := range []string{"/", "/runs?x=1", "//evil", "/\\evil", "https://evil", "/%2F%2Fevil", "/\t/evil", "/.//evil"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, next string) {
+		got := safeNext(next)
+		if got != "/" && got != next {
+			t.Fatalf("safeNext(%q) = %q: neither it nor /", next, got)
+		}
+		u, err := url.Parse(got)
+		if err != nil || u.Host != "" || u.Scheme != "" || !strings.HasPrefix(got, "/") || strings.HasPrefix(got, "//") || strings.Contains(got, "\\") {
+			t.Fatalf("safeNext(%q) = %q: not a path of this site", next, got)
+		}
+		// What the browser gets: http.Redirect's Location.
+		w := httptest.NewRecorder()
+		http.Redirect(w, httptest.NewRequest("POST", "/ui/sign-in", nil), got, http.StatusSeeOther)
+		if loc := w.Header().Get("Location"); !strings.HasPrefix(loc, "/") || strings.HasPrefix(loc, "//") || strings.Contains(loc, "\\") {
+			t.Fatalf("safeNext(%q) = %q redirects to %q", next, got, loc)
+		}
+	})
 }
