@@ -139,6 +139,12 @@ type LiveRunnersView struct {
 //	                             Config.MaxWakeBody; 415 a Content-Type that is not JSON; 429 the
 //	                             client is over WakeRate/WakeBurst (Retry-After in seconds)
 //
+// With Config.API it also serves the HTTP API (APIConfig; GET
+// /openapi.json lists its routes), the browser sign-in (POST /ui/sign-in,
+// /ui/sign-out) and the operator dashboard (package dashboard: the page
+// at /, /runs, /runs/{id}, /definitions, /dead-letters, /health and
+// /sign-in, its files under /ui/).
+//
 // POST /wake/{token} needs no credentials: the signed, single-use token
 // is the capability.
 func New(cfg Config) (http.Handler, error) {
@@ -205,7 +211,7 @@ func New(cfg Config) (http.Handler, error) {
 		}
 		routes := "GET /healthz, /metrics, /live/runs/{id}, /live/runs/{id}/events, /live/runners; POST /wake/{token}"
 		if apiSrv != nil {
-			routes += "; the API at /api/…, /run/{workflow}/enqueue and /admin/validate (GET /openapi.json lists them)"
+			routes += "; the API at /api/…, /run/{workflow}/enqueue and /admin/validate (GET /openapi.json lists them); the dashboard at /"
 		}
 		problem(w, http.StatusNotFound, "not found", fmt.Sprintf("no route %s %s (routes: %s)", r.Method, r.URL.Path, routes))
 	})
