@@ -453,7 +453,7 @@ async function pageRun(main, id) {
   const eventsBox = h('section', { 'aria-label': 'Events' });
   let first = true;
   const seen = new Map(); // section → signature of what it shows
-  const changed = (key, v) => { const s = JSON.stringify(v); if (seen.get(key) === s) return false; seen.set(key, s); return true; };
+  const changed = (key, v) => { const s = typeof v === 'string' ? v : JSON.stringify(v); if (seen.get(key) === s) return false; seen.set(key, s); return true; };
   let run = null;
 
   async function load() {
@@ -481,10 +481,11 @@ async function pageRun(main, id) {
     }
     const steps = ledger.steps || [];
     const events = ledger.events || [];
+    const stepsSig = JSON.stringify(steps); // once: a ledger can hold thousands of rows
     if (changed('waits', waits.waits)) renderWaits(waitsBox, r, waits.waits || [], spec, load);
-    if (changed('graph', [steps, spec && def.revision])) renderGraphSection(graphBox, spec, steps, r);
-    if (changed('gantt', [steps, events.length])) renderGantt(ganttBox, steps, events, r);
-    if (changed('ledger', [steps, (cps.checkpoints || []).length])) renderLedger(ledgerBox, steps, cps.checkpoints || []);
+    if (changed('graph', `${spec && def.revision}|${stepsSig}`)) renderGraphSection(graphBox, spec, steps, r);
+    if (changed('gantt', `${events.length}|${stepsSig}`)) renderGantt(ganttBox, steps, events, r);
+    if (changed('ledger', `${(cps.checkpoints || []).length}|${stepsSig}`)) renderLedger(ledgerBox, steps, cps.checkpoints || []);
     if (changed('io', [r.input, r.output, r.error])) renderIO(ioBox, r);
     if (changed('family', [r.parent_run_id, kids.runs])) renderFamily(familyBox, r, kids.runs || []);
     if (changed('events', events.length)) renderEvents(eventsBox, events);
@@ -494,12 +495,25 @@ async function pageRun(main, id) {
 
   // Live: the run's stream (warm feed, or cold without one); every
   // message reloads what changed, progress reports are shown as they come.
-  let reloading = null;
+  // One reload at a time: messages that come while one is in flight make
+  // one more after it, and reloads are spaced by at least the time the
+  // last one took (a run of thousands of steps has a ledger of megabytes;
+  // overlapping reloads of it kept the page and the server busy).
+  let timer = null; let inflight = false; let again = false; let took = 0; let left = false;
   const reload = () => {
-    if (reloading) return;
-    reloading = setTimeout(async () => { reloading = null; try { await load(); } catch (e) { replace(progressBox, errorBox(e)); } }, 150);
+    if (left) return;
+    if (inflight) { again = true; return; }
+    if (timer) return;
+    timer = setTimeout(async () => {
+      timer = null; inflight = true;
+      const t0 = performance.now();
+      try { await load(); } catch (e) { replace(progressBox, errorBox(e)); }
+      took = performance.now() - t0;
+      inflight = false;
+      if (again) { again = false; reload(); }
+    }, Math.max(150, took));
   };
-  onLeave(() => reloading && clearTimeout(reloading));
+  onLeave(() => { left = true; if (timer) clearTimeout(timer); });
   if (typeof EventSource === 'function' && !TERMINAL.has(run.status)) {
     const es = new EventSource(`/api/live/runs/${enc(run.id)}`);
     const progress = new Map();
@@ -518,8 +532,9 @@ async function pageRun(main, id) {
     });
     es.addEventListener('error', () => { if (run && TERMINAL.has(run.status)) es.close(); });
     onLeave(() => es.close());
-    // A slow safety net: streams can end (run settled, server restart).
-    const t = setInterval(() => { if (!TERMINAL.has(run.status) || es.readyState === EventSource.CLOSED) reload(); }, 5000);
+    // A slow safety net while the run goes: streams can end (server
+    // restart); a settled run's page stops reloading.
+    const t = setInterval(() => { if (TERMINAL.has(run.status)) clearInterval(t); else reload(); }, 5000);
     onLeave(() => clearInterval(t));
   }
 }
@@ -874,14 +889,29 @@ function drawEdges(el, edges) {
 
 // ---- the timeline (Gantt of step instances) -------------------------
 
+// capped is the first n of list, then those of the rest keep() wants (n
+// at most, in list order): a long ledger's first rows and its failures.
+function capped(list, n, keep) {
+  if (list.length <= n) return list;
+  const out = list.slice(0, n);
+  for (let i = n; i < list.length && out.length < 2 * n; i++) if (keep(list[i])) out.push(list[i]);
+  return out;
+}
+const notable = (s) => !['succeeded', 'skipped'].includes(s.status);
+const GANTT_ROWS = 300; // bars drawn; the ledger lists every row
+const LEDGER_ROWS = 200; // ledger rows drawn before "Show all"
+const EVENT_ROWS = 500; // events drawn before "Show all"
+
 function renderGantt(el, steps, events, r) {
-  const rows = steps.filter((s) => s.started_at).sort((a, b) => (a.started_at < b.started_at ? -1 : a.started_at > b.started_at ? 1 : 0));
-  if (!rows.length) { replace(el, h('h2', {}, 'Timeline'), h('p', { class: 'muted' }, 'No step has started yet.')); return; }
+  const all = steps.filter((s) => s.started_at).sort((a, b) => (a.started_at < b.started_at ? -1 : a.started_at > b.started_at ? 1 : 0));
+  if (!all.length) { replace(el, h('h2', {}, 'Timeline'), h('p', { class: 'muted' }, 'No step has started yet.')); return; }
+  const rows = capped(all, GANTT_ROWS, notable);
   const t = (v) => new Date(v).getTime();
   const now = Date.now();
-  const t0 = Math.min(...rows.map((s) => t(s.started_at)));
   const end = (s) => (s.finished_at ? t(s.finished_at) : (TERMINAL.has(r.status) ? t(s.updated_at || s.started_at) : now));
-  const t1 = Math.max(t0 + 1, ...rows.map(end));
+  let t0 = Infinity; let t1 = -Infinity; // over every row: the axis spans the whole run
+  for (const s of all) { t0 = Math.min(t0, t(s.started_at)); t1 = Math.max(t1, end(s)); }
+  t1 = Math.max(t1, t0 + 1);
   const W = 1000; const label = 260; const H = 18; const top = 22;
   const x = (v) => label + ((v - t0) / (t1 - t0)) * (W - label - 10);
   const retries = new Map();
@@ -904,7 +934,10 @@ function renderGantt(el, steps, events, r) {
         h('svg:text', x2 > W - 110 ? { x: x1 - 4, y: y + 13, 'text-anchor': 'end' } : { x: x2 + 4, y: y + 13 }, `${fmtDur(s.duration_ms || (end(s) - t(s.started_at)))}${s.tries > 1 ? ` · ${s.tries} tries` : ''}`),
         (retries.get(`${s.attempt}|${s.scope_path}|${s.step_id}`) || []).map((rt) => h('svg:line', { class: 'retry', x1: x(rt), x2: x(rt), y1: y - 1, y2: y + H + 1 })));
     }));
-  replace(el, h('h2', {}, 'Timeline'), h('div', { class: 'panel' }, svg, h('div', { class: 'muted' }, 'Bars are step instances (every attempt), red ticks their retries.')));
+  const more = all.length - rows.length;
+  replace(el, h('h2', {}, 'Timeline'), h('div', { class: 'panel' }, svg, h('div', { class: 'muted' },
+    'Bars are step instances (every attempt), red ticks their retries.',
+    more ? ` ${rows.length} of ${all.length} shown: the first ${GANTT_ROWS} to start and every one that did not succeed; the step ledger lists all.` : '')));
 }
 
 // ---- the ledger, with the context and output after each step --------
@@ -912,7 +945,10 @@ function renderGantt(el, steps, events, r) {
 function renderLedger(el, steps, cps) {
   const cp = new Map(cps.map((c) => [`${c.attempt}|${c.scope_path}|${c.step_id}`, c]));
   const open = new Set([...el.querySelectorAll('details[open]')].map((d) => d.dataset.key));
-  const rows = steps.map((s) => {
+  // A long ledger draws its first rows and every one that did not
+  // succeed; "Show all" (kept while the page updates) draws the rest.
+  const shown = el.dataset.all ? steps : capped(steps, LEDGER_ROWS, notable);
+  const rows = shown.map((s) => {
     const k = `${s.attempt}|${s.scope_path}|${s.step_id}`;
     const c = cp.get(k);
     return h('tr', {},
@@ -924,9 +960,12 @@ function renderLedger(el, steps, cps) {
           h('div', { class: 'muted' }, 'Context keys it set (masked):'), h('pre', {}, json(c.context)),
           h('div', { class: 'muted' }, 'Output:'), h('pre', {}, json(c.output))) : null));
   });
+  const more = steps.length - shown.length;
   replace(el, h('h2', {}, 'Step ledger'), h('div', { class: 'table-wrap' }, h('table', { id: 'ledger' },
     h('thead', {}, h('tr', {}, ['Attempt', 'Scope path', 'Step', 'Kind', 'Status', 'Tries', 'Started', 'Duration', 'Error / checkpoint'].map((c) => h('th', {}, c)))),
-    h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: 9, class: 'muted' }, 'No step has started.'))))));
+    h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: 9, class: 'muted' }, 'No step has started.'))))),
+  more ? h('p', { class: 'muted' }, `${shown.length} of ${steps.length} rows: the first ${LEDGER_ROWS} and every one that did not succeed. `,
+    h('button', { type: 'button', id: 'ledger-all', onclick: () => { el.dataset.all = '1'; renderLedger(el, steps, cps); } }, `Show all ${steps.length}`)) : null);
 }
 function renderIO(el, r) {
   replace(el, h('h2', {}, 'Input and output'), h('div', { class: 'grid2' },
@@ -940,11 +979,21 @@ function renderFamily(el, r, kids) {
     kids.length ? h('ul', {}, kids.map((k) => h('li', {}, link(`/runs/${k.id}`, h('span', { class: 'id' }, short(k.id))), ` ${k.workflow_name} `, runBadges(k)))) : null));
 }
 function renderEvents(el, events) {
+  // The table is drawn when it is opened (a long run has thousands of
+  // events): the newest EVENT_ROWS, or all after "Show all".
   const wasOpen = !!el.querySelector('details[open]');
-  replace(el, h('details', { open: wasOpen }, h('summary', {}, h('strong', {}, `Events (${events.length})`)),
+  const body = h('div', {});
+  const draw = () => {
+    const shown = el.dataset.all ? events : events.slice(-EVENT_ROWS);
+    replace(body, shown.length < events.length ? h('p', { class: 'muted' }, `The ${shown.length} newest of ${events.length} events. `,
+      h('button', { type: 'button', id: 'events-all', onclick: () => { el.dataset.all = '1'; draw(); } }, `Show all ${events.length}`)) : null,
     h('div', { class: 'table-wrap' }, h('table', {}, h('thead', {}, h('tr', {}, ['#', 'Time', 'Attempt', 'Event', 'Step', 'Payload'].map((c) => h('th', {}, c)))),
-      h('tbody', {}, events.map((e) => h('tr', {}, h('td', {}, e.id), h('td', {}, fmtTime(e.created_at)), h('td', {}, e.attempt), h('td', {}, e.event_type),
-        h('td', { class: 'mono' }, e.node_id ? scoped(e.scope_path, e.node_id) : ''), h('td', { class: 'mono' }, e.payload !== undefined ? JSON.stringify(e.payload).slice(0, 300) : ''))))))));
+      h('tbody', {}, shown.map((e) => h('tr', {}, h('td', {}, e.id), h('td', {}, fmtTime(e.created_at)), h('td', {}, e.attempt), h('td', {}, e.event_type),
+        h('td', { class: 'mono' }, e.node_id ? scoped(e.scope_path, e.node_id) : ''), h('td', { class: 'mono' }, e.payload !== undefined ? JSON.stringify(e.payload).slice(0, 300) : '')))))));
+  };
+  const d = h('details', { open: wasOpen, ontoggle: () => { if (d.open && !body.firstChild) draw(); } }, h('summary', {}, h('strong', {}, `Events (${events.length})`)), body);
+  if (wasOpen) draw();
+  replace(el, d);
 }
 
 // ---- definitions -----------------------------------------------------
