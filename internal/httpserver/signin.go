@@ -21,7 +21,7 @@ import (
 // read the cookie, and a plain HTML form cannot set a header.
 const (
 	// KeyCookie holds the signed-in API key (HttpOnly, SameSite=Strict,
-	// Path=/, Secure under TLS, for SessionMaxAge).
+	// Path=/, Secure under TLS (overTLS), for SessionMaxAge).
 	KeyCookie = "starflow_key"
 	// CSRFCookie holds the sign-in's CSRF token: 32 random bytes,
 	// base64url without padding. Not HttpOnly: the dashboard's script
@@ -125,9 +125,29 @@ func setSessionCookies(w http.ResponseWriter, r *http.Request, key, csrf string,
 		{Name: KeyCookie, Value: key, HttpOnly: true},
 		{Name: CSRFCookie, Value: csrf},
 	} {
-		c.Path, c.MaxAge, c.Secure, c.SameSite = "/", maxAge, r.TLS != nil, http.SameSiteStrictMode
+		c.Path, c.MaxAge, c.Secure, c.SameSite = "/", maxAge, overTLS(r), http.SameSiteStrictMode
 		http.SetCookie(w, c)
 	}
+}
+
+// overTLS reports whether the browser sent r over TLS: to this listener,
+// or to a TLS-terminating proxy that says so (X-Forwarded-Proto: https,
+// or Forwarded: proto=https). The headers are believed without a trusted
+// proxy: they only ever add Secure, which keeps a cookie off plain HTTP,
+// so a client that forges them only keeps its own cookies from itself.
+func overTLS(r *http.Request) bool {
+	if r.TLS != nil || strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https") {
+		return true
+	}
+	for _, elem := range strings.Split(r.Header.Get("Forwarded"), ",") {
+		for _, pair := range strings.Split(elem, ";") {
+			k, v, _ := strings.Cut(strings.TrimSpace(pair), "=")
+			if strings.EqualFold(k, "proto") && strings.EqualFold(strings.Trim(v, `"`), "https") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // signInFailed redirects to the sign-in page with code (and next, when it

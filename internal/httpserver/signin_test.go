@@ -276,18 +276,34 @@ func TestOpenCallerCSRF(t *testing.T) {
 // TestSessionCookiesSecureUnderTLS: over TLS both cookies are Secure.
 func TestSessionCookiesSecureUnderTLS(t *testing.T) {
 	t.Parallel()
-	for _, target := range []string{"https://127.0.0.1/ui/sign-in", "http://127.0.0.1/ui/sign-in"} {
+	for _, c := range []struct {
+		target, header, value string
+		want                  bool
+	}{
+		{target: "https://127.0.0.1/ui/sign-in", want: true},
+		{target: "http://127.0.0.1/ui/sign-in"},
+		// Behind a TLS-terminating proxy the listener sees plain HTTP;
+		// the proxy says the browser's scheme.
+		{"http://127.0.0.1/ui/sign-in", "X-Forwarded-Proto", "https", true},
+		{"http://127.0.0.1/ui/sign-in", "X-Forwarded-Proto", "HTTPS", true},
+		{"http://127.0.0.1/ui/sign-in", "Forwarded", `for=192.0.2.1;proto=https;host=sf.example`, true},
+		{"http://127.0.0.1/ui/sign-in", "X-Forwarded-Proto", "http", false},
+		{"http://127.0.0.1/ui/sign-in", "Forwarded", "for=192.0.2.1", false},
+	} {
 		w := httptest.NewRecorder()
-		setSessionCookies(w, httptest.NewRequest("POST", target, nil), "k", "c", 60)
+		r := httptest.NewRequest("POST", c.target, nil)
+		if c.header != "" {
+			r.Header.Set(c.header, c.value)
+		}
+		setSessionCookies(w, r, "k", "c", 60)
 		res := w.Result()
-		want := strings.HasPrefix(target, "https")
-		for _, c := range res.Cookies() {
-			if c.Secure != want {
-				t.Errorf("%s: cookie %s Secure %v, want %v", target, c.Name, c.Secure, want)
+		for _, ck := range res.Cookies() {
+			if ck.Secure != c.want {
+				t.Errorf("%s %s: %s: cookie %s Secure %v, want %v", c.target, c.header, c.value, ck.Name, ck.Secure, c.want)
 			}
 		}
 		if len(res.Cookies()) != 2 {
-			t.Errorf("%s: %d cookies, want 2", target, len(res.Cookies()))
+			t.Errorf("%s: %d cookies, want 2", c.target, len(res.Cookies()))
 		}
 	}
 }
