@@ -261,6 +261,7 @@ func (l *listener) serve(eng *starflow.Engine, log *slog.Logger) error {
 	}
 	fmt.Fprintf(os.Stderr, "listening on %s\n", l.srv.URL())
 	if l.api != nil {
+		fmt.Fprintf(os.Stderr, "dashboard %s/\n", l.srv.URL())
 		fmt.Fprintf(os.Stderr, "API reference %s/docs (OpenAPI %s/openapi.json)\n", l.srv.URL(), l.srv.URL())
 	}
 	return nil

@@ -92,6 +92,14 @@ func TestListToDetail(t *testing.T) {
 	if s := text(t, ctx, `#ledger`); !strings.Contains(s, "exploded on purpose") {
 		t.Errorf("ledger %q: want the step's error", s)
 	}
+	// Keyboard: Enter on the Filter button filters, even with a row selected.
+	run(t, ctx, "Enter on Filter", chromedp.Navigate(e.url+"/runs"), chromedp.WaitVisible(css(`main[data-ready="runs"]`)),
+		chromedp.KeyEvent("j"), chromedp.SetValue(css(`select[name="status"]`), "paused"),
+		chromedp.Focus(css(`form.filters button[type="submit"]`)), chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible(css(`main[data-ready="runs"]`)))
+	if loc := eval[string](t, ctx, `location.pathname + location.search`); loc != "/runs?status=paused" {
+		t.Errorf("Enter on Filter with a row selected went to %s, want /runs?status=paused", loc)
+	}
 	// Keyboard: back to the list, / focuses the search, j selects, Enter opens.
 	run(t, ctx, "keyboard", chromedp.Navigate(e.url+"/runs"), chromedp.WaitVisible(css(`main[data-ready="runs"]`)),
 		chromedp.KeyEvent("j"), chromedp.KeyEvent("\r"), chromedp.WaitVisible(css(`main[data-ready="run"]`)))
@@ -109,14 +117,14 @@ func TestApproveThroughTheForm(t *testing.T) {
 	ctx := browser(t)
 	signIn(t, ctx, e.url, operator)
 	run(t, ctx, "open the waiting run", chromedp.Navigate(e.url+"/runs/"+id),
-		chromedp.WaitVisible(css(`form[data-wait] input[name="approved"]`)))
+		chromedp.WaitVisible(css(`form[data-wait] input[data-field="approved"]`)))
 	if s := text(t, ctx, `form[data-wait] h3`); s != "Expense of 120" {
 		t.Errorf("approval form title %q, want the rendered %q", s, "Expense of 120")
 	}
 	if s := text(t, ctx, `form[data-wait]`); !strings.Contains(s, "Approve the expense") || !strings.Contains(s, "Comment") {
 		t.Errorf("approval form %q: want the fields' labels", s)
 	}
-	if n := count(t, ctx, `form[data-wait] input[name="approved"][type="radio"][required]`); n != 2 {
+	if n := count(t, ctx, `form[data-wait] input[data-field="approved"][type="radio"][required]`); n != 2 {
 		t.Errorf("approval form: %d required yes/no radios for the required boolean, want 2", n)
 	}
 	if n := count(t, ctx, `form[data-wait] input[name="comment"]`); n != 1 {
@@ -129,7 +137,7 @@ func TestApproveThroughTheForm(t *testing.T) {
 	// A marker in the page's window survives only if the page is not
 	// reloaded.
 	eval[bool](t, ctx, `window.__noReload = true`)
-	run(t, ctx, "approve", chromedp.Click(css(`form[data-wait] input[name="approved"][value="true"]`)),
+	run(t, ctx, "approve", chromedp.Click(css(`form[data-wait] input[data-field="approved"][value="true"]`)),
 		chromedp.SendKeys(css(`form[data-wait] input[name="comment"]`), "fine by me"),
 		chromedp.Click(css(`form[data-wait] button[type="submit"]`)),
 		chromedp.WaitVisible(css(`main[data-status="succeeded"]`)))

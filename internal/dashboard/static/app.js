@@ -49,7 +49,7 @@ function fmtTime(t) {
   if (!t) return '';
   const d = new Date(t);
   if (isNaN(d)) return t;
-  return d.toLocaleString(undefined, { year: 'numeric', month: 'short', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  return d.toLocaleString(undefined, { year: 'numeric', month: 'short', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short' });
 }
 // fmtShort is a compact time for table cells (no year, 24 h).
 function fmtShort(t) {
@@ -192,6 +192,7 @@ async function render() {
   for (const [re, page, nav] of routes) {
     const m = path.match(re);
     if (!m) continue;
+    $('header nav').hidden = nav === '';
     document.querySelectorAll('header nav a').forEach((a) => {
       if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
     });
@@ -312,7 +313,8 @@ async function pageRuns(main) {
     workflows.map((w) => h('option', { value: w.name, selected: field('workflow') === w.name }, w.name)))),
   h('label', {}, 'Created after', h('input', { type: 'datetime-local', name: 'created_after', value: toLocal(localISO(field('created_after'))) })),
   h('label', {}, 'Created before', h('input', { type: 'datetime-local', name: 'created_before', value: toLocal(localISO(field('created_before'))) })),
-  h('label', { class: 'inline' }, h('input', { type: 'checkbox', name: 'stale', value: 'true', checked: field('stale') === 'true' }), 'stale only'),
+  h('label', { class: 'inline', title: 'running runs whose runner has not renewed its lease within the lease TTL (30 s by default): probably gone; the lease sweep will recover them' },
+    h('input', { type: 'checkbox', name: 'stale', value: 'true', checked: field('stale') === 'true' }), 'stale only (runner silent)'),
   h('button', { type: 'submit', class: 'primary' }, 'Filter'),
   q.toString() ? link('/runs', 'Clear') : null);
 
@@ -329,13 +331,15 @@ async function pageRuns(main) {
     h('td', {}, link(`/runs/${r.id}`, h('span', { class: 'id', title: r.id }, short(r.id)))),
     h('td', {}, r.workflow_name),
     h('td', { class: 'status' }, runBadges(r)),
-    h('td', { class: 'why muted', 'data-reason': r.stuck ? r.stuck.reason : null }, stuckText(r.stuck)),
+    h('td', { class: 'why muted', 'data-reason': r.stuck ? r.stuck.reason : null }, r.stuck ? stuckText(r.stuck) : (r.error ? h('span', { class: 'mono err' }, r.error.slice(0, 160)) : '')),
     h('td', {}, `${r.attempt}/${r.max_attempts}`),
     h('td', { title: r.created_at, class: 'nowrap' }, fmtShort(r.created_at)),
     h('td', { class: 'nowrap' }, r.duration_ms ? fmtDur(r.duration_ms) : (r.status === 'running' && r.attempt_started_at ? h('span', { title: 'running for' }, ago(r.attempt_started_at).replace(' ago', '')) : '')));
 
   let runs = [];
-  if (idq) {
+  if (idq && (idq.replace(/-/g, '').length < 8 || !/^[0-9a-fA-F-]+$/.test(idq))) {
+    replace(status, h('span', { role: 'alert' }, 'Search by run id: type at least 8 hex digits of it (0-9, a-f), e.g. the first 8 the table shows.'));
+  } else if (idq) {
     try {
       const r = await api('GET', `/api/runs/${enc(idq)}`);
       runs = [r];
@@ -368,7 +372,7 @@ async function pageRuns(main) {
   // Keyboard: / search, j/k rows, Enter opens.
   let sel = -1;
   const keys = (ev) => {
-    if (ev.target.closest('input, select, textarea')) return;
+    if (ev.target.closest('input, select, textarea, button, summary') || (ev.key === 'Enter' && ev.target.closest('a'))) return;
     const rows = [...body.querySelectorAll('tr')];
     if (ev.key === '/') { ev.preventDefault(); $('#q').focus(); return; }
     if (ev.key !== 'j' && ev.key !== 'k' && ev.key !== 'Enter') return;
@@ -440,6 +444,10 @@ const specOf = (def) => (def && def.spec ? (typeof def.spec === 'string' ? JSON.
 async function pageRun(main, id) {
   loading(main, `Run ${short(id)}`);
   await meReady; // its actions depend on the role
+  if (!me) { // sent to sign in, or /api/me failed
+    if (main.isConnected) replace(main, errorBox(new Error('Could not tell who you are: GET /api/me failed. Reload the page.')));
+    return;
+  }
   const head = h('div', {});
   const stuckBox = h('div', {});
   const actions = h('div', {});
@@ -552,7 +560,7 @@ function renderHead(el, r) {
       r.leased_by ? kv('Runner', `${r.leased_by} · epoch ${r.lease_epoch}${r.last_heartbeat ? ` · heartbeat ${ago(r.last_heartbeat)}` : ''}`) : null,
       kv('Created', fmtTime(r.created_at)),
       r.started_at ? kv('Started', fmtTime(r.started_at)) : null,
-      r.completed_at ? kv('Completed', `${fmtTime(r.completed_at)} · ${fmtDur(r.duration_ms)}`) : null,
+      r.completed_at ? kv('Completed', `${fmtTime(r.completed_at)} · ${r.attempt > 1 ? `attempt ${r.attempt} took` : 'took'} ${fmtDur(r.duration_ms)}${r.attempt > 1 && r.started_at ? ` (${fmtDur(new Date(r.completed_at) - new Date(r.started_at))} since the first start)` : ''}`) : null,
       r.error ? kv('Error', h('span', { class: 'mono' }, r.error)) : null)));
 }
 function kv(k, v) { return [h('dt', {}, k), h('dd', {}, v)]; }
@@ -566,7 +574,7 @@ function renderStuck(el, r) {
   if (d.oldest_ahead) extra.push(h('div', {}, 'Oldest run ahead: ', link(`/runs/${d.oldest_ahead}`, short(d.oldest_ahead))));
   replace(el, h('div', { class: 'panel stuck', role: 'status', id: 'stuck', 'data-reason': s.reason },
     h('strong', {}, 'Why is it not moving? '), badge(s.reason.replace(/_/g, ' '), 'stuck'), ' ', stuckText(s),
-    s.since ? h('span', { class: 'muted', title: s.since }, ` (${ago(s.since)})`) : null, extra));
+    s.since ? h('span', { class: 'muted', title: fmtTime(s.since) }, ` — for ${ago(s.since).replace(' ago', '')} now`) : null, extra));
 }
 
 // Actions by role; the API refuses them anyway (403).
@@ -605,7 +613,8 @@ function renderActions(el, r, reload) {
     } },
     h('label', {}, 'Mode', h('select', { name: 'mode' }, h('option', { value: 'resume' }, 'resume (keep committed steps)'), h('option', { value: 'replay' }, 'replay (start over)'))),
     h('label', {}, 'Revision', h('select', { name: 'revision' }, h('option', { value: 'pinned' }, 'pinned (this run\'s)'), h('option', { value: 'current' }, 'current (newest applied)'))),
-    h('button', { type: 'submit', class: 'primary', id: 'resume' }, 'Resume'));
+    h('button', { type: 'submit', class: 'primary', id: 'resume' }, 'Resume'),
+    h('span', { class: 'muted' }, 'restarts the run: resume keeps the steps it committed, replay runs them again'));
   }
   if (!buttons.length && !resumeForm) { replace(el); return; }
   replace(el, h('div', { class: 'panel' }, h('h2', { style: null }, 'Actions'), h('div', { class: 'actions' }, buttons), resumeForm, out));
@@ -621,18 +630,22 @@ function explain409(e) {
 
 // Pending waits: what each waits for; a signal form, or the approval's
 // rendered form.
+// sentNotice remembers, per run, the answer this page sent last, so the
+// confirmation outlives the form (which goes once its wait is woken).
+const sentNotice = new Map();
 function renderWaits(el, r, waits, spec, reload) {
   const pending = waits.filter((w) => w.status === 'pending');
   if (!waits.length) { replace(el); return; }
   const rows = waits.map((w) => h('tr', {},
     h('td', {}, scoped(w.scope_path, w.step_id)), h('td', {}, w.kind), h('td', {}, badge(w.status)),
-    h('td', {}, waitFor(w)), h('td', {}, fmtTime(w.created_at)), h('td', {}, w.expires_at ? fmtTime(w.expires_at) : '')));
-  const forms = pending.filter((w) => w.kind === 'signal' || w.kind === 'approval').map((w) => {
-    if (!can('operator')) return null;
-    return w.kind === 'approval' ? approvalForm(r, w, spec, reload) : signalForm(r, w, reload);
-  });
-  replace(el, h('h2', {}, 'Waits'), h('div', { class: 'table-wrap' }, h('table', {},
-    h('thead', {}, h('tr', {}, ['Step', 'Kind', 'Status', 'Waits for', 'Since', 'Expires'].map((c) => h('th', {}, c)))),
+    h('td', {}, waitFor(w)), h('td', {}, fmtTime(w.created_at)), h('td', {}, w.expires_at ? fmtTime(w.expires_at) : ''),
+    h('td', { class: 'mono' }, w.status !== 'pending' && w.payload !== undefined ? `${JSON.stringify(w.payload).slice(0, 200)}${w.consumed_at ? ` at ${fmtShort(w.consumed_at)}` : ''}` : '')));
+  const answerable = pending.filter((w) => w.kind === 'signal' || w.kind === 'approval');
+  const forms = can('operator') ? answerable.map((w) => (w.kind === 'approval' ? approvalForm(r, w, spec, reload) : signalForm(r, w, reload)))
+    : (answerable.length ? [h('p', { class: 'muted' }, 'Answering a wait needs an operator key: sign in with one to approve or signal.')] : []);
+  const sent = sentNotice.get(r.id);
+  replace(el, h('h2', {}, 'Waits'), sent ? h('div', { class: 'notice info', role: 'status' }, sent) : null, h('div', { class: 'table-wrap' }, h('table', {},
+    h('thead', {}, h('tr', {}, ['Step', 'Kind', 'Status', 'Waits for', 'Since', 'Expires', 'Answer'].map((c) => h('th', {}, c)))),
     h('tbody', {}, rows))), forms);
 }
 function waitFor(w) {
@@ -688,17 +701,16 @@ function approvalForm(r, w, spec, reload) {
       input = h('select', { id, name: f.name, required: f.required }, f.required ? null : h('option', { value: '' }, '—'),
         f.options.map((o) => h('option', { value: JSON.stringify(o) ?? 'null' }, o !== null && typeof o === 'object' ? JSON.stringify(o) : String(o))));
       values.push([f.name, () => (input.value === '' ? undefined : JSON.parse(input.value))]);
-    } else if (f.type === 'boolean' && f.required) {
-      // A required yes/no is asked, not defaulted: two radios, one must be chosen.
-      const yes = h('input', { type: 'radio', name: f.name, value: 'true', required: true, id });
-      values.push([f.name, () => yes.checked]);
-      return h('fieldset', { class: 'yesno' }, h('legend', {}, f.label, h('span', { class: 'req', 'aria-hidden': 'true' }, ' *'), help),
-        h('label', { class: 'inline' }, yes, 'Yes'),
-        h('label', { class: 'inline' }, h('input', { type: 'radio', name: f.name, value: 'false', required: true }), 'No'));
     } else if (f.type === 'boolean') {
-      const box = h('input', { type: 'checkbox', id, name: f.name });
-      values.push([f.name, () => box.checked]);
-      return h('label', { class: 'inline', for: id }, box, f.label, help);
+      // A yes/no is asked, never defaulted: two radios (a checkbox left
+      // unticked would answer no by a slip); a required one must be chosen,
+      // an optional one left unanswered is left out of the payload.
+      const name = `${id}-yn`;
+      const yes = h('input', { type: 'radio', name, value: 'true', required: f.required, id, 'data-field': f.name });
+      const no = h('input', { type: 'radio', name, value: 'false', required: f.required, 'data-field': f.name });
+      values.push([f.name, () => (yes.checked ? true : no.checked ? false : undefined)]);
+      return h('fieldset', { class: 'yesno' }, h('legend', {}, f.label, f.required ? h('span', { class: 'req', 'aria-hidden': 'true' }, ' *') : null, help),
+        h('label', { class: 'inline' }, yes, 'Yes'), h('label', { class: 'inline' }, no, 'No'));
     } else if (f.type === 'number' || f.type === 'integer') {
       input = h('input', { type: 'number', id, name: f.name, required: f.required, step: f.type === 'integer' ? '1' : 'any' });
       values.push([f.name, () => (input.value === '' ? undefined : Number(input.value))]);
@@ -718,6 +730,7 @@ function approvalForm(r, w, spec, reload) {
     replace(out, h('span', { class: 'muted' }, 'Sending…'));
     try {
       await api('POST', `/api/runs/${r.id}/signal`, { name: w.signal, payload });
+      sentNotice.set(r.id, `Sent to ${w.step_id}: ${JSON.stringify(payload)}`);
       replace(out, h('div', { class: 'notice info' }, 'Sent.'));
       await reload();
     } catch (e) { replace(out, errorBox(e)); }
@@ -855,7 +868,7 @@ function drawNode(s, scope, ctx) {
   }
   if (!body) {
     const child = kind === 'workflow_call' ? (s.workflow_call.workflow || '') : '';
-    return h('div', { class: `g-node g-step st-${st}`, 'data-key': key, 'data-status': st, title, tabindex: 0, 'aria-label': title },
+    return h('div', { class: `g-node g-step st-${st}`, 'data-key': key, 'data-status': st, title, 'aria-label': title },
       h('div', { class: 'g-id' }, s.id), h('div', { class: 'g-meta' }, meta.join(' · '), child ? ` → ${child}` : ''));
   }
   return h('div', { class: `g-node g-group st-${st}`, 'data-key': key, 'data-status': st, title },
@@ -903,7 +916,7 @@ const LEDGER_ROWS = 200; // ledger rows drawn before "Show all"
 const EVENT_ROWS = 500; // events drawn before "Show all"
 
 function renderGantt(el, steps, events, r) {
-  const all = steps.filter((s) => s.started_at).sort((a, b) => (a.started_at < b.started_at ? -1 : a.started_at > b.started_at ? 1 : 0));
+  const all = steps.filter((s) => s.started_at).sort((a, b) => a.attempt - b.attempt || (a.started_at < b.started_at ? -1 : a.started_at > b.started_at ? 1 : 0));
   if (!all.length) { replace(el, h('h2', {}, 'Timeline'), h('p', { class: 'muted' }, 'No step has started yet.')); return; }
   const rows = capped(all, GANTT_ROWS, notable);
   const t = (v) => new Date(v).getTime();
@@ -1088,11 +1101,11 @@ async function pageHealth(main) {
     const recs = hr.recoveries || [];
     replace(main, h('h1', {}, 'Health', badge(hr.status, hr.status === 'ok' ? 'succeeded' : 'failed')),
       h('div', { class: 'grid2' },
-        h('div', { class: 'panel' }, h('h3', {}, 'Cold store'), h('dl', { class: 'kv' }, kv('Answers', hr.store_ok ? 'yes' : `no — ${hr.store_error || ''}`), kv('Checked', fmtTime(hr.checked_at)))),
-        h('div', { class: 'panel' }, h('h3', {}, 'Warm tier'), h('dl', { class: 'kv' },
+        h('div', { class: 'panel' }, h('h3', {}, 'Cold store'), h('p', { class: 'muted' }, 'The database every run, step and checkpoint is committed to (SQLite or PostgreSQL): the record.'), h('dl', { class: 'kv' }, kv('Answers', hr.store_ok ? 'yes' : `no — ${hr.store_error || ''}`), kv('Checked', fmtTime(hr.checked_at)))),
+        h('div', { class: 'panel' }, h('h3', {}, 'Warm tier'), h('p', { class: 'muted' }, 'A live copy (memory or NATS) that live views and runner presence read; behind it, pages are stale, nothing is lost.'), h('dl', { class: 'kv' },
           kv('Level', badge(hr.warm, lvl)), kv('Enabled', hr.warm_enabled ? 'yes' : 'no (live views read the cold store)'),
           hr.warm_enabled ? kv('Reachable', hr.warm_reachable ? 'yes' : `no — ${hr.warm_error || ''}`) : null)),
-        h('div', { class: 'panel' }, h('h3', {}, 'Outbox'), h('dl', { class: 'kv' },
+        h('div', { class: 'panel' }, h('h3', {}, 'Outbox'), h('p', { class: 'muted' }, 'Changes committed to the cold store and not yet copied to the warm tier.'), h('dl', { class: 'kv' },
           kv('Pending rows', String(hr.outbox_pending ?? 0)), kv('Oldest unapplied', hr.outbox_oldest_age_seconds ? fmtDur(hr.outbox_oldest_age_seconds * 1000) : '—'),
           hr.outbox_error ? kv('Error', hr.outbox_error) : null)),
         h('div', { class: 'panel' }, h('h3', {}, 'Lease sweep (this server)'), h('dl', { class: 'kv' },
@@ -1108,6 +1121,7 @@ async function pageHealth(main) {
         (p.recovered || []).map((x) => h('span', {}, link(`/runs/${x.run_id}`, short(x.run_id)), ` ${x.workflow_name} ${x.outcome.replace(/_/g, ' ')} (${x.status_after}); `)))))
         : h('p', { class: 'muted' }, 'No sweep of this server has recovered a run since it started.'),
       h('h2', {}, 'Recent recoveries (every process)'),
+      h('p', { class: 'muted' }, 'runner_lost: a runner stopped renewing its lease and the sweep took the run back; run_interrupted: an attempt ended without finishing (a retry follows unless attempts ran out or recovery is manual); run_dead_lettered: out of attempts.'),
       recs.length ? h('div', { class: 'table-wrap' }, h('table', { id: 'recoveries' }, h('thead', {}, h('tr', {}, ['Time', 'Event', 'Run', 'Workflow', 'Detail'].map((c) => h('th', {}, c)))),
         h('tbody', {}, recs.map((e) => h('tr', {}, h('td', {}, fmtTime(e.created_at)), h('td', {}, e.event_type), h('td', {}, link(`/runs/${e.run_id}`, short(e.run_id))),
           h('td', {}, e.workflow_name || ''), h('td', { class: 'mono' }, e.payload !== undefined ? JSON.stringify(e.payload).slice(0, 200) : '')))))) : h('p', { class: 'muted' }, 'No run was recovered recently.'));
