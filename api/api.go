@@ -286,6 +286,18 @@ type LiveEvent struct {
 	CreatedAt time.Time       `json:"created_at"`
 }
 
+// LiveProgress is the data of a `progress` message on a run's live SSE
+// stream: a step's latest progress report (warm tier only; a custom step
+// reports it with step.Request.Progress). Fraction is 0..1.
+type LiveProgress struct {
+	RunID     string    `json:"run_id"`
+	ScopePath string    `json:"scope_path"`
+	StepID    string    `json:"step_id"`
+	Fraction  float64   `json:"fraction"`
+	Message   string    `json:"message,omitempty"`
+	At        time.Time `json:"at"`
+}
+
 // LiveRun is the data of a `run` message on a live SSE stream: a run's
 // state when it changed.
 type LiveRun struct {

@@ -112,7 +112,7 @@ func sseResponse(o huma.Operation, what string) huma.Operation {
 func (s *apiServer) registerLive() {
 	huma.Register(s.api, sseResponse(withErrors(op("stream-live-run", http.MethodGet, "/api/live/runs/{id}", starflowtype.RoleViewer,
 		"Stream a run's changes as Server-Sent Events until it settles", "live"), http.StatusNotFound, http.StatusServiceUnavailable),
-		"Messages `event` (data: LiveEvent, id: the event's id) and `run` (data: LiveRun, when its status, phase or version changes); the stream ends after the run settles. Read from the warm tier, or the cold store when there is none."),
+		"Messages `event` (data: LiveEvent, id: the event's id), `run` (data: LiveRun, when its status, phase or version changes) and `progress` (data: LiveProgress, a step's newer progress report; warm tier only); the stream ends after the run settles. Read from the warm tier, or the cold store when there is none."),
 		func(ctx context.Context, in *liveRunInput) (*huma.StreamResponse, error) {
 			r, err := s.run(ctx, in.ID)
 			if err != nil {
@@ -191,6 +191,31 @@ func (s *apiServer) feedOf(ctx context.Context, r *starflowtype.Run) *runFeed {
 	_, err := s.engine.LiveRun(rctx, r.ID)
 	f.warm = err == nil || (errors.Is(err, starflowtype.ErrNotFound) && !starflow.Settled(r))
 	return f
+}
+
+// progress is the run's progress reports newer than those sent (warm
+// only; none without a warm tier or when it does not answer), and marks
+// them sent in reported.
+func (f *runFeed) progress(ctx context.Context, reported map[string]time.Time) []api.LiveProgress {
+	if !f.warm {
+		return nil
+	}
+	rctx, cancel := f.s.ctx(ctx)
+	defer cancel()
+	prs, err := f.s.engine.LiveProgress(rctx, f.runID)
+	if err != nil {
+		return nil
+	}
+	var out []api.LiveProgress
+	for _, p := range prs {
+		k := p.ScopePath + "/" + p.StepID
+		if !p.At.After(reported[k]) {
+			continue
+		}
+		reported[k] = p.At
+		out = append(out, api.LiveProgress{RunID: p.RunID, ScopePath: p.ScopePath, StepID: p.StepID, Fraction: p.Fraction, Message: p.Message, At: p.At})
+	}
+	return out
 }
 
 func (f *runFeed) events(ctx context.Context, after int64) ([]api.LiveEvent, error) {
@@ -291,6 +316,7 @@ func (s *apiServer) streamRun(hctx huma.Context, f *runFeed, after int64) {
 	var last *api.LiveRun
 	start, lastWrite, lastCheck := time.Now(), time.Now(), time.Now()
 	settledPasses, absent := 0, 0
+	reported := map[string]time.Time{} // scope/step → the time of the last progress report sent
 	p := principalOf(ctx)
 	for {
 		if time.Since(start) > liveMaxAge {
@@ -321,6 +347,12 @@ func (s *apiServer) streamRun(hctx huma.Context, f *runFeed, after int64) {
 				return
 			}
 			after, lastWrite = e.ID, time.Now()
+		}
+		for _, pr := range f.progress(ctx, reported) {
+			if out.send("progress", after, pr) != nil {
+				return
+			}
+			lastWrite = time.Now()
 		}
 		if cur != nil && (last == nil || cur.Status != last.Status || cur.Phase != last.Phase || cur.Version != last.Version || cur.Attempt != last.Attempt) {
 			if out.send("run", after, cur) != nil {

@@ -274,3 +274,19 @@ func TestDefinitionsDeadLettersHealth(t *testing.T) {
 		t.Errorf("health page: %d runners alive, want the engine's", n)
 	}
 }
+
+// TestLiveStepProgress: a step's progress report reaches the run's page
+// over its live stream, and the run's end follows without a reload.
+func TestLiveStepProgress(t *testing.T) {
+	e := newEnv(t)
+	id := e.enqueue("progress", `{}`)
+	e.waitStatus(id, starflowtype.RunRunning)
+	ctx := browser(t)
+	run(t, ctx, "open the running run", chromedp.Navigate(e.url+"/runs/"+id),
+		chromedp.WaitVisible(css(`#progress [data-step="crunch"]`)))
+	if s := text(t, ctx, `#progress`); !strings.Contains(s, "50%") || !strings.Contains(s, "half way there") {
+		t.Errorf("progress %q: want 50%% and the step's message", s)
+	}
+	e.release()
+	run(t, ctx, "the run ends", chromedp.WaitVisible(css(`main[data-status="succeeded"]`)))
+}

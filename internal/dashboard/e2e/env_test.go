@@ -103,6 +103,12 @@ steps:
   - id: gate
     wait: {signal: go, timeout: 1h}
 `
+	// progressWF's step reports progress and waits for env.release.
+	progressWF = `name: progress
+steps:
+  - id: crunch
+    halfway: {}
+`
 	// boomWF fails with no attempts left: a dead letter.
 	boomWF = `name: boom
 max_attempts: 1
@@ -122,6 +128,8 @@ type env struct {
 	url   string
 	eng   *starflow.Engine
 	store state.Adapter
+	// release ends the halfway steps (progressWF).
+	release func()
 }
 
 func newEnv(t *testing.T) *env {
@@ -146,7 +154,19 @@ func newEnv(t *testing.T) *env {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, src := range []string{approvalWF, fanWF, holdWF, boomWF} {
+	release := make(chan struct{})
+	if err := eng.RegisterStep("halfway", func(ctx context.Context, req *step.Request) (any, error) {
+		req.Progress(0.5, "half way there")
+		select {
+		case <-release:
+			return map[string]any{"done": true}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{approvalWF, fanWF, holdWF, boomWF, progressWF} {
 		if _, err := eng.Apply(ctx, "wf.yaml", []byte(src)); err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +185,10 @@ func newEnv(t *testing.T) *env {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, eng: eng, store: store}
+	var once sync.Once
+	stop := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(stop) // before the engine stops (cleanups run last first)
+	return &env{t: t, url: srv.URL, eng: eng, store: store, release: stop}
 }
 
 // key creates an API key of role and returns its text.

@@ -525,15 +525,17 @@ async function pageRun(main, id) {
   if (typeof EventSource === 'function' && !TERMINAL.has(run.status)) {
     const es = new EventSource(`/api/live/runs/${enc(run.id)}`);
     const progress = new Map();
-    es.addEventListener('event', (m) => {
-      let ev; try { ev = JSON.parse(m.data); } catch { return; }
-      if (ev.event_type === 'node_progress') {
-        progress.set(`${ev.scope_path}/${ev.node_id}`, ev);
-        replace(progressBox, [...progress.values()].map((p) => h('div', {}, h('strong', {}, scoped(p.scope_path, p.node_id)), ' ', h('code', {}, JSON.stringify(p.payload)))));
-        return;
-      }
-      reload();
+    // A step's progress reports (warm tier only) are drawn as they come.
+    es.addEventListener('progress', (m) => {
+      let p; try { p = JSON.parse(m.data); } catch { return; }
+      progress.set(`${p.scope_path}/${p.step_id}`, p);
+      replace(progressBox, h('div', { class: 'panel', id: 'progress' }, h('h3', {}, 'Step progress'), [...progress.values()].map((x) => {
+        const f = Math.max(0, Math.min(1, Number(x.fraction) || 0));
+        return h('div', { 'data-step': scoped(x.scope_path, x.step_id) }, h('strong', {}, scoped(x.scope_path, x.step_id)), ' ',
+          h('progress', { max: 1, value: f }), ` ${Math.round(f * 100)}%`, x.message ? ` — ${x.message}` : '', h('span', { class: 'muted' }, ` (${fmtShort(x.at)})`));
+      })));
     });
+    es.addEventListener('event', () => reload());
     es.addEventListener('run', (m) => {
       reload();
       try { if (TERMINAL.has(JSON.parse(m.data).status)) es.close(); } catch { /* ignore */ }
