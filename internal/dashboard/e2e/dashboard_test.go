@@ -92,6 +92,12 @@ func TestListToDetail(t *testing.T) {
 	if s := text(t, ctx, `#ledger`); !strings.Contains(s, "exploded on purpose") {
 		t.Errorf("ledger %q: want the step's error", s)
 	}
+	// A run enqueued while the first page is open is announced, and shown
+	// on request.
+	run(t, ctx, "the first page", chromedp.Navigate(e.url+"/runs"), chromedp.WaitVisible(css(`main[data-ready="runs"]`)))
+	later := e.enqueue("hold", `{}`)
+	run(t, ctx, "new runs announced", chromedp.WaitVisible(css(`#new-runs`)), chromedp.Click(css(`#new-runs`)),
+		chromedp.WaitVisible(css(`tr[data-run=%q]`, later)))
 	// Keyboard: Enter on the Filter button filters, even with a row selected.
 	run(t, ctx, "Enter on Filter", chromedp.Navigate(e.url+"/runs"), chromedp.WaitVisible(css(`main[data-ready="runs"]`)),
 		chromedp.KeyEvent("j"), chromedp.SetValue(css(`select[name="status"]`), "paused"),

@@ -387,10 +387,24 @@ async function pageRuns(main) {
   onLeave(() => document.removeEventListener('keydown', keys));
 
   // Live status: the all-runs stream (warm tier); without one, a poll.
+  // A run not on the page that the stream names is counted as new when
+  // this is the first page and it passes the page's filters; a button
+  // then shows them (the table never jumps under the reader).
+  const fresh = new Set();
+  const banner = h('div', { 'aria-live': 'polite' });
+  status.after(banner);
+  const firstPage = !q.get('cursor') && !idq && !q.get('created_before') && q.get('stale') !== 'true';
+  const passes = (r) => (!q.get('status') || r.status === q.get('status')) && (!q.get('workflow') || r.workflow_name === q.get('workflow'));
   const refreshRow = debounceByKey(async (id) => {
     const tr = body.querySelector(`tr[data-run="${CSS.escape(id)}"]`);
-    if (!tr) return;
-    try { tr.replaceWith(rowOf(await api('GET', `/api/runs/${id}`))); } catch { /* gone */ }
+    if (!tr && (!firstPage || fresh.has(id))) return;
+    let r;
+    try { r = await api('GET', `/api/runs/${id}`); } catch { return; /* gone, or not ours */ }
+    if (tr) { tr.replaceWith(rowOf(r)); return; }
+    if (!passes(r) || (runs.length && r.created_at <= runs[0].created_at)) return;
+    fresh.add(id);
+    replace(banner, h('button', { type: 'button', class: 'primary', id: 'new-runs', onclick: () => render() },
+      `${fresh.size} new run${fresh.size > 1 ? 's' : ''} — show`));
   }, 200);
   let poll = null;
   const startPoll = () => {
@@ -1050,7 +1064,7 @@ async function pageDefinition(main, name) {
         replace(planOut, planView(p));
       } catch (e) { replace(planOut, errorBox(e)); }
     } }, src, h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Plan (writes nothing)')), planOut));
-  if (spec) drawGraph(graph, spec, []);
+  if (spec) { graph.classList.add('plain'); drawGraph(graph, spec, []); }
   markReady(main, 'definition');
 }
 function planView(p) {
