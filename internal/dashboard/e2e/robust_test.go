@@ -44,3 +44,18 @@ func TestRunWithoutItsRevision(t *testing.T) {
 		t.Errorf("the custom step's node says %q, want its type explode", s)
 	}
 }
+
+// TestFailedRunOutput: a failed run's output panel says it has none
+// because the run failed, rather than showing the error again as if it
+// were the output.
+func TestFailedRunOutput(t *testing.T) {
+	e := newEnv(t)
+	id := e.enqueue("boom", `{}`)
+	e.waitStatus(id, starflowtype.RunFailed)
+	ctx := browser(t)
+	run(t, ctx, "open the failed run", chromedp.Navigate(e.url+"/runs/"+id), chromedp.WaitVisible(css(`main[data-ready="run"]`)))
+	out := eval[string](t, ctx, `[...document.querySelectorAll('section[aria-label="Input and output"] .panel')].find((p) => p.querySelector('h3').textContent === 'Output').textContent`)
+	if strings.Contains(out, "exploded on purpose") || !strings.Contains(out, "failed") {
+		t.Errorf("the failed run's output panel says %q, want that it has no output because it failed", out)
+	}
+}

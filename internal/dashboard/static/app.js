@@ -999,7 +999,8 @@ function renderLedger(el, steps, cps) {
 function renderIO(el, r) {
   replace(el, h('h2', {}, 'Input and output'), h('div', { class: 'grid2' },
     h('div', { class: 'panel' }, h('h3', {}, 'Input'), h('pre', {}, json(r.input))),
-    h('div', { class: 'panel' }, h('h3', {}, 'Output'), r.output !== undefined ? h('pre', {}, json(r.output)) : h('p', { class: 'muted' }, r.error ? r.error : 'Not yet.'))));
+    h('div', { class: 'panel' }, h('h3', {}, 'Output'), r.output !== undefined ? h('pre', {}, json(r.output))
+      : h('p', { class: 'muted' }, TERMINAL.has(r.status) ? `None: the run ${r.status}${r.error ? ' (its error is above)' : ''}.` : 'Not yet.'))));
 }
 function renderFamily(el, r, kids) {
   if (!r.parent_run_id && !kids.length) { replace(el); return; }
