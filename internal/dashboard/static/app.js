@@ -1154,9 +1154,21 @@ async function pageHealth(main) {
 // The page draws at once while GET /api/me answers; pages that offer
 // actions wait for it (meReady). A 401 from either sends to the sign-in.
 let meReady = Promise.resolve();
-(function start() {
+function start() {
   if (location.pathname !== '/sign-in') {
     meReady = loadMe().then(() => { if (!me) signInNeeded(meRefusal); }, () => { /* the page says what failed */ });
   }
   render();
-})();
+}
+start();
+// A page the browser restores from its back/forward cache (Back after
+// a sign-out, or after a visit elsewhere) starts again: leaving closed its
+// streams and timers, and what it showed may no longer be the caller's
+// to see (signed out, key revoked), so it is read again from the API.
+window.addEventListener('pageshow', (ev) => {
+  if (!ev.persisted) return;
+  me = null; meRefusal = ''; signInWhy = '';
+  replace($('#who'));
+  replace($('#main'));
+  start();
+});
