@@ -2,9 +2,12 @@ package httpserver
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -536,4 +539,46 @@ func TestDefinitionErrorsCarryPositions(t *testing.T) {
 	if a := e.call("PUT", "/api/workflows/quick", e.keys["alpha/admin"], big); a.status != 413 || !strings.Contains(string(a.body), "limits.definition_bytes") {
 		t.Errorf("a source over the cap: %d %s, want 413 naming limits.definition_bytes", a.status, shortBody(a.body))
 	}
+}
+
+// TestClientGoneIsNotAStoreFailure: a request whose client went away
+// while its key was looked up (a page leaving a live stream) is not
+// logged as a store that failed.
+func TestClientGoneIsNotAStoreFailure(t *testing.T) {
+	t.Parallel()
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	e := newAPIEnv(t, false, nil)
+	h, err := New(Config{Backend: e.eng, API: &APIConfig{Engine: e.eng, Rate: -1},
+		Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logged, mu: &mu}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := e.createKey("alpha", "", starflowtype.RoleViewer)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, auth := range []string{"", "Bearer " + key} {
+		r := httptest.NewRequest("GET", "/api/runs", nil).WithContext(ctx)
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logged.String(), "reading api_keys failed") {
+		t.Errorf("a client that went away was logged as a store failure:\n%s", logged.String())
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

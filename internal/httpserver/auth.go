@@ -144,7 +144,9 @@ func (s *apiServer) resolve(r *http.Request) (p *principal, status int, detail s
 		}
 		configured, err := s.store.APIKeysConfigured(ctx)
 		if err != nil {
-			s.cfg.Logger.Warn("api: reading api_keys failed", "error", err)
+			if r.Context().Err() == nil { // not a client that went away
+				s.cfg.Logger.Warn("api: reading api_keys failed", "error", err)
+			}
 			return nil, http.StatusServiceUnavailable, "the store did not answer; retry"
 		}
 		if configured {
@@ -218,7 +220,9 @@ func (s *apiServer) checkKey(ctx context.Context, token string) (*starflowtype.A
 	case errors.Is(err, starflowtype.ErrNotFound):
 		return nil, "", keyUnknown
 	case err != nil:
-		s.cfg.Logger.Warn("api: reading api_keys failed", "error", err)
+		if !errors.Is(err, context.Canceled) { // canceled: the client went away
+			s.cfg.Logger.Warn("api: reading api_keys failed", "error", err)
+		}
 		return nil, "", keyUnavailable
 	case !k.RevokedAt.IsZero():
 		return k, "", keyRevoked
