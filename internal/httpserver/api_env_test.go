@@ -278,7 +278,11 @@ func (e *apiEnv) waitFor(id string, what string, ok func(*starflowtype.Run) bool
 // paused is a run of hold, parked at its wait.
 func (e *apiEnv) paused(ws string) *starflowtype.Run {
 	r := e.enqueue(ws, "hold", map[string]any{})
-	return e.waitFor(r.ID, "paused", func(r *starflowtype.Run) bool { return r.Status == starflowtype.RunPaused })
+	return e.waitFor(r.ID, "parked", func(r *starflowtype.Run) bool {
+		// parked, not only paused: the run is paused (commit 1) before its
+		// wait row is written (commit 3; internal/engine/waits.go).
+		return r.Status == starflowtype.RunPaused && r.ClaimState == starflowtype.ClaimParked
+	})
 }
 
 // ended is a run of quick that succeeded.

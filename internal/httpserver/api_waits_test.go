@@ -28,7 +28,11 @@ steps:
 		t.Fatalf("apply: %d %s", a.status, shortBody(a.body))
 	}
 	r := e.enqueue("alpha", "ship", map[string]any{"qty": 3})
-	e.waitFor(r.ID, "paused", func(r *starflowtype.Run) bool { return r.Status == starflowtype.RunPaused })
+	e.waitFor(r.ID, "parked", func(r *starflowtype.Run) bool {
+		// parked, not only paused: the run is paused (commit 1) before its
+		// wait row is written (commit 3; internal/engine/waits.go).
+		return r.Status == starflowtype.RunPaused && r.ClaimState == starflowtype.ClaimParked
+	})
 	a := e.call("GET", "/api/runs/"+r.ID+"/waits", e.keys["alpha/viewer"], nil)
 	var list api.WaitList
 	a.decode(t, &list)

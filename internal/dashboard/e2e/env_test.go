@@ -222,7 +222,9 @@ func (e *env) waitStatus(id string, want starflowtype.RunStatus) *starflowtype.R
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if r.Status == want {
+		// A paused run is waited for parked: it is paused (commit 1) before
+		// its wait row is written (commit 3; internal/engine/waits.go).
+		if r.Status == want && (want != starflowtype.RunPaused || r.ClaimState == starflowtype.ClaimParked) {
 			return r
 		}
 		if time.Now().After(deadline) {
