@@ -40,43 +40,39 @@ type HTTPRequest struct {
 	IdempotencyKey string
 	// FencingToken is sent as the Starflow-Fencing-Token header.
 	FencingToken string
-	// Redactor scrubs the run's secrets from the response body quoted in
-	// a *StatusError before it is cut to SnippetBytes, so a cut never
-	// leaves part of a secret behind. nil scrubs nothing.
+	// Redactor scrubs the run's secrets from the output's request (URL and
+	// header values) and from the response body a *StatusError carries
+	// (Body and Payload), before any cut, so a cut never leaves part of a
+	// secret behind. nil scrubs nothing.
 	Redactor *redact.Redactor
 }
 
-// StatusError is a response whose status was not expected. Retryable is
-// true for 5xx and 429.
-type StatusError struct {
-	Method, URL string
-	Status      int
-	Body        string // the start of the response body, scrubbed, at most SnippetBytes (+ "…")
-}
-
-func (e *StatusError) Error() string {
-	msg := fmt.Sprintf("%s %s answered %d %s", e.Method, e.URL, e.Status, http.StatusText(e.Status))
-	if e.Body != "" {
-		msg += ": " + e.Body
-	}
-	return msg
-}
-
-// Retryable reports whether the status is worth retrying (5xx, 429).
-func (e *StatusError) Retryable() bool {
-	return e.Status >= 500 || e.Status == http.StatusTooManyRequests
-}
-
 // Call sends the request and returns the step output {status, headers,
-// body}: body parsed as JSON when the response says it is JSON, otherwise
-// a string. Network errors and timeouts are returned as they are
-// (retryable); an unexpected 5xx/429 is a retryable *StatusError; any
-// other unexpected status is a step.Permanent *StatusError; a JSON body
-// holding a number with no finite value (1e400) is a step.Permanent error
-// naming the number and its path. A connection the client's egress policy
-// refused is a step.Permanent *egress.RefusedError ("egress to ADDR
-// refused by policy"), and a redirect it would not follow a step.Permanent
-// *egress.RedirectError.
+// body, request}. headers are the response's (lower-case names, values
+// joined with ", "); body is parsed as JSON when the response says it is
+// JSON, otherwise a string. request is what was sent, {method, url,
+// headers}: the method; the URL with its query, without user info or
+// fragment; the headers Call set (lower-case names, values joined with
+// ", "; not those the transport adds, as Host, Content-Length or
+// Accept-Encoding). Both are scrubbed of the run's secrets (r.Redactor),
+// and the value of a header or query parameter whose name marks a
+// credential (credentialName: Authorization, Cookie, X-Api-Key, api_key,
+// access_token, …) is redact.Mask. They describe the first request, not
+// one a redirect made.
+//
+// Errors: a request that got no answer, or whose answer could not be
+// read, is a retryable *NetworkError (type "network"); when ctx has ended,
+// the error wraps ctx's cause instead, and is no *NetworkError. An
+// unexpected 5xx/429 is a retryable *StatusError (type "http"), any other
+// unexpected status a step.Permanent one; it carries the scrubbed response
+// body as Payload (at most ErrorBodyBytes). A JSON body holding a number
+// with no finite value (1e400) is a step.Permanent error naming the number
+// and its path. A connection the client's egress policy refused is a
+// step.Permanent *egress.RefusedError ("egress to ADDR refused by
+// policy"), and a redirect it would not follow a step.Permanent
+// *RedirectRefusedError wrapping the *egress.RedirectError (both type
+// "egress_refused"). Every URL in an error is without its query and user
+// info.
 func Call(ctx context.Context, client *http.Client, r *HTTPRequest) (map[string]any, error) {
 	u, err := url.Parse(r.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -130,24 +126,30 @@ func Call(ctx context.Context, client *http.Client, r *HTTPRequest) (map[string]
 		}
 		var redirect *egress.RedirectError
 		if errors.As(err, &redirect) {
-			return nil, step.Permanent(fmt.Errorf("%s %s: %w", method, redactURL(u), redirect))
+			return nil, step.Permanent(&RedirectRefusedError{Method: method, URL: redactURL(u), Err: redirect})
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL is said below, without its query
 		}
-		return nil, fmt.Errorf("%s %s: %w", method, redactURL(u), err)
+		return nil, failed(ctx, method, redactURL(u), err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: reading response: %w", method, redactURL(u), err)
+		return nil, failed(ctx, method, redactURL(u), fmt.Errorf("reading response: %w", err))
 	}
 	if len(raw) > MaxResponseBytes {
 		return nil, step.Permanent(fmt.Errorf("%s %s: response body exceeds %d bytes", method, redactURL(u), MaxResponseBytes))
 	}
 	if !expected(resp.StatusCode, r.ExpectStatus) {
-		se := &StatusError{Method: method, URL: redactURL(u), Status: resp.StatusCode, Body: snippet(r.Redactor, raw)}
+		se := &StatusError{
+			Method:  method,
+			URL:     redactURL(u),
+			Status:  resp.StatusCode,
+			Body:    snippet(r.Redactor, raw),
+			Payload: errorPayload(r.Redactor, resp.Header.Get("Content-Type"), raw),
+		}
 		if se.Retryable() {
 			return nil, se
 		}
@@ -163,7 +165,23 @@ func Call(ctx context.Context, client *http.Client, r *HTTPRequest) (map[string]
 		// with the same Idempotency-Key would get the same answer back.
 		return nil, step.Permanent(fmt.Errorf("%s %s answered %d with a JSON body whose %w", method, redactURL(u), resp.StatusCode, err))
 	}
-	return map[string]any{"status": int64(resp.StatusCode), "headers": headers, "body": decoded}, nil
+	return map[string]any{
+		"status":  int64(resp.StatusCode),
+		"headers": headers,
+		"body":    decoded,
+		"request": sentRequest(r.Redactor, req),
+	}, nil
+}
+
+// failed is the error of a request that got no answer or whose answer
+// could not be read: a *NetworkError, unless ctx has ended (a step's
+// timeout, the run stopping) — then err, which holds ctx's cause, is
+// returned wrapped as it is, for the engine to see the context's end.
+func failed(ctx context.Context, method, where string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s %s: %w", method, where, err)
+	}
+	return &NetworkError{Method: method, URL: where, Err: err}
 }
 
 func expected(status int, want []int) bool {
