@@ -477,8 +477,24 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 	if _, ok := decoded.(map[string]any); !ok {
 		return nil, starflowtype.Invalid(fmt.Errorf("input must be a JSON object, not %s", jsonKind(decoded)))
 	}
+	// The input_schema's defaults are filled in before the check, and the
+	// run keeps the input with them; the request hash stays that of the
+	// input as given.
+	stored := raw
+	decoded, applied, err := def.ApplyDefaults(decoded)
+	if err != nil {
+		return nil, starflowtype.Invalid(err)
+	}
 	if err := def.ValidateInput(decoded); err != nil {
 		return nil, starflowtype.Invalid(err)
+	}
+	if applied {
+		if stored, err = jsonvalue.Encode(decoded); err != nil {
+			return nil, starflowtype.Invalid(fmt.Errorf("input with its defaults: %w", err))
+		}
+		if err := e.engine.Limits().CheckInput(len(stored)); err != nil {
+			return nil, err
+		}
 	}
 	mode := opts.RecoveryMode
 	if mode == "" {
@@ -500,7 +516,7 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 		ID: opts.ID, WorkspaceID: sc.Workspace, Env: sc.Env, DefinitionID: row.ID, WorkflowName: row.Name,
 		WorkflowRevision: row.Revision, RunnerPool: pool, Priority: opts.Priority, MaxAttempts: maxAttempts,
 		Delay: opts.Delay, RecoveryMode: mode, TriggerType: opts.Trigger, IdempotencyKey: opts.IdempotencyKey,
-		RequestHash: requestHash(name, raw, opts, def), Input: raw,
+		RequestHash: requestHash(name, raw, opts, def), Input: stored,
 	}, nil
 }
 
