@@ -45,10 +45,15 @@ type Run struct {
 	Checkpoint       json.RawMessage `json:"checkpoint,omitempty"`
 	Phase            string          `json:"phase,omitempty"`
 	Error            string          `json:"error,omitempty"`
-	DeadLettered     bool            `json:"dead_lettered"`
-	CancelRequested  bool            `json:"cancel_requested"`
-	CreatedAt        time.Time       `json:"created_at"`
-	StartedAt        time.Time       `json:"started_at,omitzero"` // the run's first start (any attempt)
+	// ErrorDetail is the run's error as a typed object (an ErrorInfo's
+	// JSON, scrubbed; workflow_runs.error_json): written with Error by
+	// OnRunError and cleared with it; nil when the error has none (a
+	// runner lost by the sweep) or the run has no error.
+	ErrorDetail     json.RawMessage `json:"error_detail,omitempty"`
+	DeadLettered    bool            `json:"dead_lettered"`
+	CancelRequested bool            `json:"cancel_requested"`
+	CreatedAt       time.Time       `json:"created_at"`
+	StartedAt       time.Time       `json:"started_at,omitzero"` // the run's first start (any attempt)
 	// AttemptStartedAt is when the current attempt first started (its
 	// first OnRunStart; a continuation in the same attempt keeps it);
 	// zero until it starts. A new attempt clears it.

@@ -88,8 +88,10 @@ type Adapter interface {
 	// try is started as OnNodeStart would (node_start first, ErrConflict and
 	// ErrCancelRequested alike) and completed in the same transaction.
 	OnNodeComplete(ctx context.Context, p *NodeCompleteParams) error
-	// OnNodeError records a terminal step failure: step row failed,
-	// node_error appended.
+	// OnNodeError records a terminal step failure: step row failed (or
+	// cancelled, with p.Cancelled), node_error appended. A cancelled row
+	// is like a failed one to every later write: a later try starts it
+	// again (OnNodeStart with a higher try), as it does a failed row.
 	OnNodeError(ctx context.Context, p *NodeErrorParams) error
 	// OnNodeSkipped records a step whose `when` was false (or whose
 	// dependency failed): step row skipped, node_skipped appended. No
@@ -112,6 +114,11 @@ type Adapter interface {
 	// run_interrupted event); otherwise it fails (status failed, claim_state
 	// failed, dead_lettered when attempts ran out, run_failed and, when
 	// dead-lettered, run_dead_lettered). The lease is cleared either way.
+	// Each of the three writes p.Error to error and p.ErrorJSON to
+	// error_json (NULL when nil); a child's end carries both to its
+	// parent (ChildPayload). Every write that clears error (a new
+	// attempt's OnRunStart, OnRunComplete, RequeueRun) clears error_json,
+	// and one that writes an error of its own (the sweep) writes none.
 	OnRunError(ctx context.Context, p *RunErrorParams) (*starflowtype.Run, error)
 	// OnRunCancelled ends a run whose cancellation was requested: status
 	// cancelled, claim_state complete, lease cleared, step rows left
@@ -331,10 +338,18 @@ type NodeCompleteParams struct {
 // NodeErrorParams records a terminal step failure.
 type NodeErrorParams struct {
 	StepKey
-	Lease   starflowtype.Lease
-	Kind    string
-	Try     int
-	Error   string
+	Lease starflowtype.Lease
+	Kind  string
+	Try   int
+	Error string
+	// Cancelled records the step instance as cancelled (a lane that lost
+	// a race, a sibling of a failed fail_fast lane) instead of failed:
+	// status cancelled, finished_at and duration_ms as for a failure, and
+	// still a node_error event, whose default payload then also holds
+	// "cancelled": true.
+	Cancelled bool
+	// Payload is the node_error payload; nil = {"try", "error"} (and
+	// "cancelled"). A payload given is written as it is.
 	Payload json.RawMessage
 }
 
@@ -362,11 +377,16 @@ type RunCompleteParams struct {
 
 // RunErrorParams ends the current attempt with an error.
 type RunErrorParams struct {
-	RunID   string
-	Lease   starflowtype.Lease
-	Error   string
-	Retry   bool          // the failure is retryable (transient)
-	Backoff time.Duration // delay before the next attempt when re-queued
+	RunID string
+	Lease starflowtype.Lease
+	Error string // the message (workflow_runs.error)
+	// ErrorJSON is the typed error object (a starflowtype.ErrorInfo's
+	// JSON), already scrubbed by the caller, stored as error_json and
+	// read back as Run.ErrorDetail; nil (or JSON null) = none. Anything
+	// else must be a JSON object, or nothing is written.
+	ErrorJSON json.RawMessage
+	Retry     bool          // the failure is retryable (transient)
+	Backoff   time.Duration // delay before the next attempt when re-queued
 }
 
 // RunCancelledParams ends a run whose cancellation was requested.

@@ -86,8 +86,8 @@ import (
 //     derives its id without the attempt), so a later attempt's child wait
 //     may name a child that ended long ago: RegisterWait of a child wait
 //     that consumes no inbox entry completes it from the child's row
-//     (ChildPayload of its status, output and error, via "child") when that
-//     run is a child of this run and has ended.
+//     (ChildPayload of its status, output, error and error_json, via
+//     "child") when that run is a child of this run and has ended.
 //   - An attempt that ends while the run goes on (the sweep, OnRunError
 //     re-queueing or holding for an operator) gives the wakes it received
 //     but never resumed (a woken wait whose step row is still waiting) back
@@ -507,16 +507,23 @@ func WakePayload(w *starflowtype.Wait, status starflowtype.WaitStatus, via strin
 // ChildPayload is what a child run's end delivers to its parent (the wake
 // payload of the parent's child wait, or of its inbox row):
 // {"run_id", "status", "output", "error"}; output is null and error ""
-// when the run has none.
-func ChildPayload(runID, status string, output json.RawMessage, errText string) json.RawMessage {
+// when the run has none. errorJSON is the child's typed error object
+// (workflow_runs.error_json): when it has one, the payload also holds it
+// as "error_detail" (omitted when errorJSON is nil, JSON null or not
+// valid JSON).
+func ChildPayload(runID, status string, output json.RawMessage, errText string, errorJSON json.RawMessage) json.RawMessage {
 	if len(output) == 0 {
 		output = json.RawMessage("null")
 	}
+	if string(errorJSON) == "null" || !json.Valid(errorJSON) {
+		errorJSON = nil
+	}
 	b, _ := json.Marshal(struct {
-		RunID  string          `json:"run_id"`
-		Status string          `json:"status"`
-		Output json.RawMessage `json:"output"`
-		Error  string          `json:"error"`
-	}{runID, status, output, errText})
+		RunID       string          `json:"run_id"`
+		Status      string          `json:"status"`
+		Output      json.RawMessage `json:"output"`
+		Error       string          `json:"error"`
+		ErrorDetail json.RawMessage `json:"error_detail,omitempty"`
+	}{runID, status, output, errText, errorJSON})
 	return b
 }

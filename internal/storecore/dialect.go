@@ -129,8 +129,9 @@ const (
 	// without external side effects): the row becomes succeeded with
 	// tries Try, unless it succeeded or started that try or a later one.
 	StepStartSucceed
-	// StepFail closes an open row as failed, or writes a failed row when
-	// none is open, unless it succeeded.
+	// StepFail closes an open row as failed (cancelled, with
+	// StepWrite.Cancelled), or writes such a row when none is open,
+	// unless it succeeded.
 	StepFail
 	// StepSkip marks the row skipped unless it succeeded or is skipped.
 	StepSkip
@@ -142,12 +143,20 @@ const (
 // cancel_requested, apply Op to the step row; when the step row changed,
 // insert Blobs, append Events in order and write Checkpoint.
 type StepWrite struct {
-	Op              StepOp
-	Key             state.StepKey
-	Lease           starflowtype.Lease
-	Kind            string
-	Try             int
-	Error           string // StepRetry, StepFail
+	Op    StepOp
+	Key   state.StepKey
+	Lease starflowtype.Lease
+	Kind  string
+	Try   int
+	Error string // StepRetry, StepFail
+	// Cancelled makes StepFail write the row as cancelled instead of
+	// failed (FailStatus); every other column as for a failure.
+	Cancelled bool
+	// RefuseCancelled refuses the write when the run has
+	// cancel_requested (an operator's cancel of the whole run): a step
+	// start's. It is about the run, never about a step row's status: a
+	// row written cancelled (Cancelled) is started again by a later try
+	// as a failed one is.
 	RefuseCancelled bool
 	Events          []EventIn
 	Blobs           []Blob
@@ -177,6 +186,15 @@ type StepWrite struct {
 	// them unset otherwise).
 	EventIDs []int64
 	EventsAt time.Time
+}
+
+// FailStatus is the status StepFail leaves the row in: cancelled with
+// Cancelled, else failed.
+func (w *StepWrite) FailStatus() starflowtype.StepStatus {
+	if w.Cancelled {
+		return starflowtype.StepCancelled
+	}
+	return starflowtype.StepFailed
 }
 
 // EventIn is an event a write appends.

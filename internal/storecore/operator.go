@@ -182,17 +182,17 @@ func (t *txn) cancelParked(ctx context.Context, id string) error {
 // pending waits cancelled, and its end delivered to its parent.
 func (t *txn) endRun(ctx context.Context, runID string) error {
 	var parent, status, errText string
-	var output []byte
+	var output, errJSON []byte
 	var work int
-	if err := t.tx.QueryRow(ctx, "run_end_info", runID).Scan(&parent, &status, &output, &errText, &work); err != nil {
+	if err := t.tx.QueryRow(ctx, "run_end_info", runID).Scan(&parent, &status, &output, &errText, &errJSON, &work); err != nil {
 		return err
 	}
-	return t.ended(ctx, runID, parent, status, output, errText, work)
+	return t.ended(ctx, runID, parent, status, output, errText, errJSON, work)
 }
 
 // ended is endRun for a run whose end the caller read (its parent,
-// status, output, error and end_work).
-func (t *txn) ended(ctx context.Context, runID, parent, status string, output []byte, errText string, work int) error {
+// status, output, error, error_json and end_work).
+func (t *txn) ended(ctx context.Context, runID, parent, status string, output []byte, errText string, errJSON []byte, work int) error {
 	if work&endSessionVars != 0 {
 		if err := t.removedVars(ctx, "session_drop_run", runID); err != nil {
 			return err
@@ -206,7 +206,7 @@ func (t *txn) ended(ctx context.Context, runID, parent, status string, output []
 	if parent == "" {
 		return nil
 	}
-	return t.deliverChild(ctx, parent, runID, state.ChildPayload(runID, status, output, errText))
+	return t.deliverChild(ctx, parent, runID, state.ChildPayload(runID, status, output, errText, errJSON))
 }
 
 // deliverChild hands a child's end to its parent (locked): the parent's

@@ -1,8 +1,10 @@
 package storecore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -340,7 +342,7 @@ func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (
 		if err := t.event(ctx, m, id, 0, starflowtype.EventRunSucceeded, "", "", nil); err != nil {
 			return err
 		}
-		return t.ended(ctx, id, r.ParentRunID, string(r.Status), jsonOr(r.Output, "null"), r.Error, work)
+		return t.ended(ctx, id, r.ParentRunID, string(r.Status), jsonOr(r.Output, "null"), r.Error, r.ErrorDetail, work)
 	})
 	if err != nil {
 		return nil, s.errorf("run complete: %w", err)
@@ -349,7 +351,12 @@ func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (
 }
 
 // OnRunError implements state.Adapter. A re-queued run's pool is notified.
+// Each end writes p.Error and p.ErrorJSON together (error, error_json).
 func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starflowtype.Run, error) {
+	detail, err := errorJSON(p.ErrorJSON)
+	if err != nil {
+		return nil, s.errorf("run error: %w", err)
+	}
 	run, err := s.write(ctx, state.OpRunError, p.RunID, true, func(t *txn) error {
 		m, err := t.fence(ctx, p.RunID, p.Lease)
 		if err != nil {
@@ -361,7 +368,7 @@ func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starf
 			if err := t.endAttempt(ctx, m.id, attempt); err != nil {
 				return err
 			}
-			if _, err := t.tx.Exec(ctx, "run_hold", p.Error, m.id); err != nil {
+			if _, err := t.tx.Exec(ctx, "run_hold", p.Error, m.id, detail); err != nil {
 				return err
 			}
 			payload := marshal(map[string]any{"error": p.Error, "recovery_mode": mode})
@@ -370,7 +377,7 @@ func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starf
 			if err := t.endAttempt(ctx, m.id, attempt); err != nil {
 				return err
 			}
-			if _, err := t.tx.Exec(ctx, "run_requeue", p.Backoff, p.Error, m.id); err != nil {
+			if _, err := t.tx.Exec(ctx, "run_requeue", p.Backoff, p.Error, m.id, detail); err != nil {
 				return err
 			}
 			t.notify = append(t.notify, pool)
@@ -378,7 +385,7 @@ func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starf
 			return t.event(ctx, m, m.id, 0, starflowtype.EventRunInterrupted, "", "", payload)
 		default:
 			dead := p.Retry // retryable, but attempts ran out
-			if _, err := t.tx.Exec(ctx, "run_failed", p.Error, dead, m.id); err != nil {
+			if _, err := t.tx.Exec(ctx, "run_failed", p.Error, dead, m.id, detail); err != nil {
 				return err
 			}
 			if err := t.event(ctx, m, m.id, 0, starflowtype.EventRunFailed, "", "", marshal(map[string]any{"error": p.Error})); err != nil {
@@ -396,6 +403,20 @@ func (s *Store) OnRunError(ctx context.Context, p *state.RunErrorParams) (*starf
 		return nil, s.errorf("run error: %w", err)
 	}
 	return run, nil
+}
+
+// errorJSON is a typed error object as the error_json argument: nil
+// (NULL) when b holds none (empty or JSON null), its text otherwise; an
+// error when it is not a JSON object (SQLite would store any text).
+func errorJSON(b json.RawMessage) (any, error) {
+	t := bytes.TrimSpace(b)
+	if len(t) == 0 || string(t) == "null" {
+		return nil, nil
+	}
+	if t[0] != '{' || !json.Valid(t) {
+		return nil, fmt.Errorf("error_json %.40q is not a JSON object", t)
+	}
+	return string(t), nil
 }
 
 // OnRunCancelled implements state.Adapter.

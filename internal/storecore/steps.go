@@ -74,14 +74,19 @@ func (s *Store) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParams)
 // OnNodeError implements state.Adapter. A step that failed with no open
 // row (it failed before it started, e.g. its `when` did not evaluate) gets
 // a failed row of its own, unless it succeeded, which is final within the
-// attempt.
+// attempt. With p.Cancelled the row is cancelled instead, by the same
+// statements.
 func (s *Store) OnNodeError(ctx context.Context, p *state.NodeErrorParams) error {
 	payload := p.Payload
 	if payload == nil {
-		payload = marshal(map[string]any{"try": p.Try, "error": p.Error})
+		m := map[string]any{"try": p.Try, "error": p.Error}
+		if p.Cancelled {
+			m["cancelled"] = true
+		}
+		payload = marshal(m)
 	}
 	w := &StepWrite{Op: StepFail, Key: p.StepKey, Lease: p.Lease, Kind: p.Kind, Try: p.Try, Error: p.Error,
-		Events: []EventIn{{starflowtype.EventNodeError, payload}}}
+		Cancelled: p.Cancelled, Events: []EventIn{{starflowtype.EventNodeError, payload}}}
 	err := s.stepWrite(ctx, state.OpNodeError, w, func(*txn) error {
 		return fmt.Errorf("step %q already succeeded: %w", p.StepID, starflowtype.ErrConflict)
 	})
@@ -230,8 +235,9 @@ func (s *Store) execStepStatements(ctx context.Context, tx Tx, w *StepWrite) err
 		_, err = step("step_start_succeed", id, k.Attempt, k.ScopePath, k.StepID, ws, env, w.Kind, w.Try)
 	case StepFail:
 		var ok bool
-		if ok, err = step("step_finish", string(starflowtype.StepFailed), w.Try, w.Error, id, k.Attempt, k.ScopePath, k.StepID); err == nil && !ok {
-			_, err = step("step_failed_unstarted", id, k.Attempt, k.ScopePath, k.StepID, ws, env, w.Kind, w.Try, w.Error)
+		status := string(w.FailStatus())
+		if ok, err = step("step_finish", status, w.Try, w.Error, id, k.Attempt, k.ScopePath, k.StepID); err == nil && !ok {
+			_, err = step("step_failed_unstarted", id, k.Attempt, k.ScopePath, k.StepID, ws, env, w.Kind, w.Try, w.Error, status)
 		}
 	case StepSkip:
 		var ok bool

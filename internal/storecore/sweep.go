@@ -46,6 +46,7 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 			if err := t.endAttempt(ctx, id, l.m.attempt); err != nil {
 				return err
 			}
+			// The reason replaces the run's error, and clears its object.
 			if _, err := t.tx.Exec(ctx, "run_lost", reason, id); err != nil {
 				return err
 			}
@@ -78,7 +79,8 @@ func (s *Store) ExpireOldLeases(ctx context.Context, p *state.ExpireOldLeasesPar
 				}
 				t.notify = append(t.notify, l.pool)
 			default:
-				if _, err := t.tx.Exec(ctx, "run_failed", reason, true, id); err != nil {
+				// The reason has no typed object (error_json NULL).
+				if _, err := t.tx.Exec(ctx, "run_failed", reason, true, id, nil); err != nil {
 					return err
 				}
 				if err := t.event(ctx, l.m, id, 0, starflowtype.EventRunFailed, "", "", marshal(map[string]any{"error": reason})); err != nil {

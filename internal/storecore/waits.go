@@ -479,15 +479,15 @@ func (t *txn) wakeFromChildEnd(ctx context.Context, w *starflowtype.Wait, child 
 		return nil // no run has that id
 	}
 	var status, errText string
-	var output []byte
-	err := t.tx.QueryRow(ctx, "child_end", id, w.RunID).Scan(&status, &output, &errText)
+	var output, errJSON []byte
+	err := t.tx.QueryRow(ctx, "child_end", id, w.RunID).Scan(&status, &output, &errText, &errJSON)
 	if isNoRows(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	return t.wake(ctx, w, starflowtype.WaitWoken, state.ChildPayload(id, status, output, errText), "child", false)
+	return t.wake(ctx, w, starflowtype.WaitWoken, state.ChildPayload(id, status, output, errText, errJSON), "child", false)
 }
 
 // waitChanged reads wait id back into the Change and returns it.

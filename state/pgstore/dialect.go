@@ -43,7 +43,7 @@ var Queries = func() map[string]string {
 		text = strings.Replace(text, "/*step_select*/", ", "+selected("s.", "s", 12), 1)
 		m[name] = strings.NewReplacer("/*run_returning*/", "r.id", "/*run_select*/", "").Replace(text)
 		m[name+"_run"] = strings.NewReplacer("/*run_returning*/", aliased("r.", runColumns, "r"),
-			"/*run_select*/", ", "+selected("u.", "r", 36)).Replace(text)
+			"/*run_select*/", ", "+selected("u.", "r", len(splitColumns(runColumns)))).Replace(text)
 	}
 	return m
 }()
@@ -116,7 +116,7 @@ const (
 	attempt, max_attempts, available_at, recovery_mode, trigger_type, coalesce(parent_run_id::text, ''),
 	coalesce(idempotency_key, ''), input_json, output_json, checkpoint_json, coalesce(phase, ''),
 	coalesce(error, ''), dead_lettered, cancel_requested, created_at, started_at, completed_at,
-	coalesce(duration_ms, 0), updated_at, attempt_started_at`
+	coalesce(duration_ms, 0), updated_at, attempt_started_at, error_json`
 	stepColumns = `run_id::text, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
 	coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)`
 	waitColumns = `id::text, run_id::text, workspace_id, attempt, scope_path, step_id, kind,

@@ -151,6 +151,7 @@ UPDATE workflow_runs
        started_at      = coalesce(started_at, now()),
        attempt_started_at = coalesce(attempt_started_at, now()),
        error           = NULL,
+       error_json      = NULL,
        checkpoint_json = NULL,
        updated_at  = now()
  WHERE id = $1
@@ -215,12 +216,12 @@ RETURNING /*step_columns*/;
 -- A step that failed with no open row: it failed before it started (e.g.
 -- its `when` did not evaluate), possibly again in a run continued in the
 -- same attempt. A succeeded row is final and is left alone: the caller
--- reports ErrConflict.
+-- reports ErrConflict. $10 is the status: failed, or cancelled.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
                             kind, status, tries, started_at, finished_at, duration_ms, error, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'failed', $8, now(), now(), 0, $9, now())
+VALUES ($1, $2, $3, $4, $5, $6, $7, $10, $8, now(), now(), 0, $9, now())
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
-   SET status = 'failed', kind = excluded.kind, tries = excluded.tries, error = excluded.error,
+   SET status = excluded.status, kind = excluded.kind, tries = excluded.tries, error = excluded.error,
        finished_at = excluded.finished_at, duration_ms = 0, updated_at = excluded.updated_at
  WHERE workflow_steps.status <> 'succeeded'
 RETURNING /*step_columns*/;
@@ -266,6 +267,7 @@ UPDATE workflow_runs
        claim_state     = 'complete',
        output_json     = $1,
        error           = NULL,
+       error_json      = NULL,
        checkpoint_json = NULL,
        leased_by       = NULL,
        lease_until     = NULL,
@@ -278,6 +280,7 @@ RETURNING /*run_columns*/, end_work;
 
 -- name: run_requeue
 -- A retryable failure with attempts left: a new attempt after a backoff.
+-- $4 the typed error object (NULL: none).
 UPDATE workflow_runs
    SET status       = 'interrupted',
        claim_state  = 'queued',
@@ -285,6 +288,7 @@ UPDATE workflow_runs
        attempt_started_at = NULL,
        available_at = now() + $1::bigint * interval '1 microsecond',
        error        = $2,
+       error_json   = $4,
        leased_by    = NULL,
        lease_until  = NULL,
        updated_at   = now()
@@ -292,20 +296,24 @@ UPDATE workflow_runs
 
 -- name: run_hold
 -- A retryable failure in manual recovery mode: interrupted until an operator acts.
+-- $3 the typed error object (NULL: none).
 UPDATE workflow_runs
    SET status      = 'interrupted',
        claim_state = 'abandoned',
        error       = $1,
+       error_json  = $3,
        leased_by   = NULL,
        lease_until = NULL,
        updated_at  = now()
  WHERE id = $2;
 
 -- name: run_failed
+-- $4 the typed error object (NULL: none, as for the sweep's dead letter).
 UPDATE workflow_runs
    SET status          = 'failed',
        claim_state     = 'failed',
        error           = $1,
+       error_json      = $4,
        dead_lettered   = $2,
        leased_by       = NULL,
        lease_until     = NULL,
@@ -506,10 +514,12 @@ SELECT id::text, workspace_id, env, attempt, max_attempts, recovery_mode,
    FOR UPDATE SKIP LOCKED;
 
 -- name: run_lost
+-- The sweep's reason replaces the run's error; it has no typed object.
 UPDATE workflow_runs
    SET status      = 'interrupted',
        claim_state = 'abandoned',
        error       = $1,
+       error_json  = NULL,
        leased_by   = NULL,
        lease_until = NULL,
        updated_at  = now()
@@ -575,6 +585,7 @@ UPDATE workflow_runs
        definition_id     = coalesce(nullif($2, '')::uuid, definition_id),
        workflow_revision = coalesce(nullif($3, ''), workflow_revision),
        error             = NULL,
+       error_json        = NULL,
        dead_lettered     = false,
        cancel_requested  = false,
        cancel_requested_at = NULL,
@@ -781,14 +792,14 @@ SELECT w.workspace_id, coalesce(w.signal, ''), coalesce(w.correlation_key, ''),
 
 -- name: run_end_info
 SELECT coalesce(parent_run_id::text, ''), status, coalesce(output_json::text, 'null'),
-       coalesce(error, ''), end_work
+       coalesce(error, ''), error_json, end_work
   FROM workflow_runs WHERE id = $1;
 
 -- name: child_end
 -- A child run's end, read when its parent's child wait registers and no
 -- inbox entry holds it: the end went to an earlier attempt's wait, or to
 -- no one (the parent had ended). Only a child of that parent that ended.
-SELECT status, coalesce(output_json::text, 'null'), coalesce(error, '')
+SELECT status, coalesce(output_json::text, 'null'), coalesce(error, ''), error_json
   FROM workflow_runs
  WHERE id = $1 AND parent_run_id = $2 AND status IN ('succeeded', 'failed', 'cancelled');
 
@@ -1292,14 +1303,15 @@ c AS (
 -- name: sw_fail
 -- An open row fails; with none, a failed row of its own (the step failed
 -- before it started), unless the row succeeded. $7 kind, $8 try, $9
--- error, $10 node_error payload.
+-- error, $10 node_error payload, $11 the status written: failed, or
+-- cancelled (NodeErrorParams.Cancelled).
 /*_sw_fence*/
 prior AS (
      SELECT st.status FROM workflow_steps st
       WHERE st.run_id = $1::uuid AND st.attempt = $4::int AND st.scope_path = $5::text AND st.step_id = $6::text),
 s1 AS (
      UPDATE workflow_steps st
-        SET status = 'failed', tries = $8::int, error = $9::text, finished_at = now(), updated_at = now(),
+        SET status = $11::text, tries = $8::int, error = $9::text, finished_at = now(), updated_at = now(),
             duration_ms = round(extract(epoch FROM now() - st.started_at) * 1000)::bigint
        FROM f
       WHERE st.run_id = $1::uuid AND st.attempt = $4::int AND st.scope_path = $5::text
@@ -1308,12 +1320,12 @@ s1 AS (
 s2 AS (
      INSERT INTO workflow_steps AS st (run_id, attempt, scope_path, step_id, workspace_id, env,
                                        kind, status, tries, started_at, finished_at, duration_ms, error, updated_at)
-     SELECT $1::uuid, $4::int, $5::text, $6::text, f.workspace_id, f.env, $7::text, 'failed', $8::int,
+     SELECT $1::uuid, $4::int, $5::text, $6::text, f.workspace_id, f.env, $7::text, $11::text, $8::int,
             now(), now(), 0, $9::text, now()
        FROM f
       WHERE NOT EXISTS (SELECT 1 FROM prior WHERE prior.status IN ('running', 'waiting'))
      ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
-        SET status = 'failed', kind = excluded.kind, tries = excluded.tries, error = excluded.error,
+        SET status = excluded.status, kind = excluded.kind, tries = excluded.tries, error = excluded.error,
             finished_at = excluded.finished_at, duration_ms = 0, updated_at = excluded.updated_at
       WHERE st.status <> 'succeeded'
      RETURNING /*step_returning*/),

@@ -86,7 +86,7 @@ func stepArgs(id string, w *storecore.StepWrite) ([]any, error) {
 	case storecore.StepSucceed:
 		args = append(append(args, w.Try, payloads[0]), checkpointArgs(w)...)
 	case storecore.StepFail:
-		args = append(args, w.Kind, w.Try, w.Error, payloads[0])
+		args = append(args, w.Kind, w.Try, w.Error, payloads[0], string(w.FailStatus()))
 	case storecore.StepSkip:
 		args = append(args, w.Kind, payloads[0])
 	}
@@ -165,7 +165,7 @@ func runFields(r *starflowtype.Run) []any {
 		&r.Attempt, &r.MaxAttempts, &r.AvailableAt, (*string)(&r.RecoveryMode), (*string)(&r.TriggerType), &r.ParentRunID,
 		&r.IdempotencyKey, (*[]byte)(&r.Input), (*[]byte)(&r.Output), (*[]byte)(&r.Checkpoint), &r.Phase,
 		&r.Error, &r.DeadLettered, &r.CancelRequested, &r.CreatedAt, &r.StartedAt, &r.CompletedAt,
-		&r.DurationMS, &r.UpdatedAt, &r.AttemptStartedAt}
+		&r.DurationMS, &r.UpdatedAt, &r.AttemptStartedAt, (*[]byte)(&r.ErrorDetail)}
 }
 
 // stepFields are the destinations of stepColumns, in order.

@@ -140,6 +140,7 @@ UPDATE workflow_runs
        started_at         = coalesce(started_at, now()),
        attempt_started_at = coalesce(attempt_started_at, now()),
        error              = NULL,
+       error_json         = NULL,
        checkpoint_json    = NULL,
        updated_at         = now()
  WHERE id = ?1
@@ -201,12 +202,12 @@ RETURNING /*step_columns*/;
 -- A step that failed with no open row: it failed before it started (e.g.
 -- its `when` did not evaluate), possibly again in a run continued in the
 -- same attempt. A succeeded row is final and is left alone: the caller
--- reports ErrConflict.
+-- reports ErrConflict. ?10 is the status: failed, or cancelled.
 INSERT INTO workflow_steps (run_id, attempt, scope_path, step_id, workspace_id, env,
                             kind, status, tries, started_at, finished_at, duration_ms, error, updated_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'failed', ?8, now(), now(), 0, ?9, now())
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?10, ?8, now(), now(), 0, ?9, now())
 ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
-   SET status = 'failed', kind = excluded.kind, tries = excluded.tries, error = excluded.error,
+   SET status = excluded.status, kind = excluded.kind, tries = excluded.tries, error = excluded.error,
        finished_at = excluded.finished_at, duration_ms = 0, updated_at = excluded.updated_at
  WHERE workflow_steps.status <> 'succeeded'
 RETURNING /*step_columns*/;
@@ -269,6 +270,7 @@ UPDATE workflow_runs
        claim_state     = 'complete',
        output_json     = ?1,
        error           = NULL,
+       error_json      = NULL,
        checkpoint_json = NULL,
        leased_by       = NULL,
        lease_until     = NULL,
@@ -281,6 +283,7 @@ RETURNING /*run_columns*/, end_work;
 
 -- name: run_requeue
 -- A retryable failure with attempts left: a new attempt after a backoff.
+-- ?4 the typed error object (NULL: none).
 UPDATE workflow_runs
    SET status             = 'interrupted',
        claim_state        = 'queued',
@@ -288,6 +291,7 @@ UPDATE workflow_runs
        attempt_started_at = NULL,
        available_at       = now(?1),
        error              = ?2,
+       error_json         = ?4,
        leased_by          = NULL,
        lease_until        = NULL,
        updated_at         = now()
@@ -295,16 +299,19 @@ UPDATE workflow_runs
 
 -- name: run_hold
 -- A retryable failure in manual recovery mode: interrupted until an operator acts.
+-- ?3 the typed error object (NULL: none).
 UPDATE workflow_runs
-   SET status = 'interrupted', claim_state = 'abandoned', error = ?1,
+   SET status = 'interrupted', claim_state = 'abandoned', error = ?1, error_json = ?3,
        leased_by = NULL, lease_until = NULL, updated_at = now()
  WHERE id = ?2;
 
 -- name: run_failed
+-- ?4 the typed error object (NULL: none, as for the sweep's dead letter).
 UPDATE workflow_runs
    SET status          = 'failed',
        claim_state     = 'failed',
        error           = ?1,
+       error_json      = ?4,
        dead_lettered   = ?2,
        leased_by       = NULL,
        lease_until     = NULL,
@@ -488,8 +495,9 @@ SELECT id, workspace_id, env, attempt, max_attempts, recovery_mode, coalesce(lea
  LIMIT ?1;
 
 -- name: run_lost
+-- The sweep's reason replaces the run's error; it has no typed object.
 UPDATE workflow_runs
-   SET status = 'interrupted', claim_state = 'abandoned', error = ?1,
+   SET status = 'interrupted', claim_state = 'abandoned', error = ?1, error_json = NULL,
        leased_by = NULL, lease_until = NULL, updated_at = now()
  WHERE id = ?2;
 
@@ -550,6 +558,7 @@ UPDATE workflow_runs
        definition_id      = coalesce(nullif(?2, ''), definition_id),
        workflow_revision  = coalesce(nullif(?3, ''), workflow_revision),
        error              = NULL,
+       error_json         = NULL,
        dead_lettered      = 0,
        cancel_requested   = 0,
        cancel_requested_at = NULL,
@@ -747,14 +756,15 @@ SELECT w.workspace_id, coalesce(w.signal, ''), coalesce(w.correlation_key, ''),
  ORDER BY w.consumed_at, w.rowid;
 
 -- name: run_end_info
-SELECT coalesce(parent_run_id, ''), status, coalesce(output_json, 'null'), coalesce(error, ''), end_work
+SELECT coalesce(parent_run_id, ''), status, coalesce(output_json, 'null'), coalesce(error, ''), error_json,
+       end_work
   FROM workflow_runs WHERE id = ?1;
 
 -- name: child_end
 -- A child run's end, read when its parent's child wait registers and no
 -- inbox entry holds it: the end went to an earlier attempt's wait, or to
 -- no one (the parent had ended). Only a child of that parent that ended.
-SELECT status, coalesce(output_json, 'null'), coalesce(error, '')
+SELECT status, coalesce(output_json, 'null'), coalesce(error, ''), error_json
   FROM workflow_runs
  WHERE id = ?1 AND parent_run_id = ?2 AND status IN ('succeeded', 'failed', 'cancelled');
 

@@ -39,6 +39,16 @@
 //     stands), while skipped and failed steps may be recorded again, as a
 //     run continued in the same attempt after a graceful release does;
 //   - OnNodeError of a step that never started records a failed row;
+//   - OnNodeError with Cancelled records the row cancelled (a never
+//     started one too) with node_error's default payload holding
+//     "cancelled": true, even after an operator's cancel request; a later
+//     try starts a cancelled row again as it does a failed one;
+//   - OnRunError stores ErrorJSON (a JSON object; empty or null is none,
+//     anything else is refused and nothing written) as the run's
+//     ErrorDetail on every end, every run read returns it, every write
+//     that clears the run's error clears it, the sweep's reason has none,
+//     and a child's end hands it to its parent as the payload's
+//     error_detail (omitted when the child has none);
 //   - OnRunError with Retry in recovery mode manual leaves the run
 //     interrupted, unleased and not claimable;
 //   - EnqueueRun with an existing id returns ErrConflict;

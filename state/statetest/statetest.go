@@ -90,6 +90,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("WakeKeys", s.testWakeKeys)
 	t.Run("Leader", s.testLeader)
 	t.Run("Watchdog", s.testWatchdog)
+	t.Run("TypedErrors", s.testTypedErrors)
 }
 
 // suite carries the opener to every case.
