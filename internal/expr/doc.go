@@ -9,9 +9,22 @@
 //
 // Names in scope: input, variables, steps, item, error, env, secrets, run,
 // output (see Names); Env.With derives an environment that declares more
-// (a for_each loop's `as` name). Every evaluation runs under a CEL runtime cost limit
-// and a wall-clock time limit; Compile rejects expressions whose static cost
-// estimate already exceeds the limit.
+// (a for_each loop's `as` and index names, a repeat_until's iteration).
+//
+// Functions: CEL's standard definitions and cel-go's strings, math, lists,
+// sets, encoders (base64, json, yaml), bindings (cel.bind),
+// two-variable comprehensions and optional types libraries, each pinned to
+// a version (libraries in expr.go), so that upgrading cel-go does not
+// change them unasked under stored definitions. docs/expressions.md lists
+// every function with an example; docs_test.go evaluates each example and
+// fails when the environment declares a function the document lacks.
+//
+// Limits: every evaluation runs under a CEL runtime cost limit and a
+// wall-clock time limit; Compile rejects expressions whose static cost
+// estimate already exceeds the limit. cel-go charges a function after it
+// returns, so the functions whose work outgrows their arguments (set
+// comparisons, distinct, indexOf, replace, join) are priced before they
+// run and refused at once when that alone exceeds the limit (guards.go).
 //
 // Values: JSON numbers without fraction or exponent are int64, others
 // float64; maps are map[string]any, lists []any.

@@ -68,6 +68,25 @@ type Env struct {
 	derived map[string]*Env // root only: by extra names joined with ","
 }
 
+// libraries returns the extension libraries every Env enables, each
+// pinned to the latest version cel-go v0.33.2 has: an unpinned library
+// follows cel-go, and a newer version may change what a stored
+// definition's expression means when a run resumes. docs/expressions.md
+// lists every function they declare (TestDocListsEveryFunction fails when
+// it does not).
+func libraries() []cel.EnvOption {
+	return []cel.EnvOption{
+		ext.Strings(ext.StringsVersion(5)),
+		ext.Math(ext.MathVersion(3)),
+		ext.Lists(ext.ListsVersion(5)),
+		ext.Sets(ext.SetsVersion(0)),
+		ext.Encoders(ext.EncodersVersion(2)),
+		ext.Bindings(ext.BindingsVersion(1)),
+		ext.TwoVarComprehensions(ext.TwoVarComprehensionsVersion(0)),
+		cel.OptionalTypes(cel.OptionalTypesVersion(4)),
+	}
+}
+
 // NewEnv returns an environment with the given limits (zero fields take
 // their defaults).
 func NewEnv(l Limits) (*Env, error) {
@@ -77,12 +96,19 @@ func NewEnv(l Limits) (*Env, error) {
 	if l.Timeout == 0 {
 		l.Timeout = TimeoutDefault
 	}
-	opts := []cel.EnvOption{ext.Strings(), ext.Encoders(), ext.Math(), ext.Lists(), cel.OptionalTypes()}
+	opts := libraries()
 	for _, n := range Names {
 		opts = append(opts, cel.Variable(n, cel.DynType))
 	}
 	e, err := cel.NewEnv(opts...)
 	if err != nil {
+		return nil, fmt.Errorf("expr: %w", err)
+	}
+	guards, err := guardOptions(e, l.Cost)
+	if err != nil {
+		return nil, fmt.Errorf("expr: %w", err)
+	}
+	if e, err = e.Extend(guards...); err != nil {
 		return nil, fmt.Errorf("expr: %w", err)
 	}
 	return &Env{env: e, limits: l, names: Names, cache: map[string]cel.Program{}, compiling: &sync.Mutex{},
@@ -219,6 +245,9 @@ func (e *Env) Eval(ctx context.Context, p cel.Program, vars map[string]any) (any
 		msg := oneLine(err.Error())
 		if strings.Contains(msg, "actual cost limit exceeded") {
 			return nil, fmt.Errorf("expression exceeded its cost limit of %d", e.limits.Cost)
+		}
+		if _, call, ok := strings.Cut(msg, costGuardMsg+": "); ok {
+			return nil, fmt.Errorf("expression exceeded its cost limit of %d (%s)", e.limits.Cost, call)
 		}
 		return nil, errors.New(msg)
 	}

@@ -24,6 +24,10 @@ func TestRefs(t *testing.T) {
 		{"'é' + steps.a.status", []Ref{{Var: "steps", Path: []string{"a", "status"}, Offset: 6}}},
 		{"size(steps)", []Ref{{Var: "steps", Path: []string{}, Offset: 5}}},
 		{"input.exists(steps, steps > 1) || steps.x.status == ''", []Ref{{Var: "input"}, {Var: "steps", Path: []string{"x", "status"}, Offset: 34}}},
+		// cel.bind and the two-variable macros bind names too.
+		{"cel.bind(item, input.a, item + steps.b.output)", []Ref{{Var: "input", Path: []string{"a"}, Offset: 15}, {Var: "steps", Path: []string{"b", "output"}, Offset: 31}}},
+		{"{'a': 1}.all(k, item, item > input.n)", []Ref{{Var: "input", Path: []string{"n"}, Offset: 29}}},
+		{"[1].transformMapEntry(index, v, {string(index): v + item})", []Ref{{Var: "item", Path: []string{}, Offset: 52}}},
 	}
 	for _, c := range cases {
 		got, err := Default().Refs(c.src)
