@@ -29,7 +29,7 @@ var celReserved = []string{
 	"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
 	"if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while",
 	"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type", "dyn",
-	"optional", "math", "strings", "base64", "lists", "sets", "google",
+	"optional", "math", "strings", "base64", "lists", "sets", "google", "cel",
 }
 
 // validItemName reports whether s can be a for_each `as` name: it matches
