@@ -11,10 +11,13 @@ import (
 // Fields of the control-flow constructs, in the order messages list them.
 var (
 	ifFields          = []string{"condition", "then", "else"}
-	tryFields         = []string{"steps", "catch", "finally"}
+	tryFields         = []string{"steps", "catch", "finally", "catch_when"}
 	repeatUntilFields = []string{"steps", "until", "max_iterations"}
-	forEachFields     = []string{"items", "as", "concurrency", "steps"}
-	parallelFields    = []string{"lanes", "fail_fast"}
+	forEachFields     = []string{"items", "as", "index_as", "concurrency", "steps"}
+	parallelFields    = []string{"lanes", "fail_fast", "mode"}
+	switchFields      = []string{"cases", "default"}
+	caseFields        = []string{"when", "steps"}
+	parallelModes     = []string{ModeAll, ModeRace}
 )
 
 // reservedNames are the names expressions see that a for_each `as` may not
@@ -67,6 +70,8 @@ func (d *decoder) construct(s *Step, k kindKey) {
 			s.ForEach = &ForEach{}
 		case "parallel":
 			s.Parallel = &Parallel{}
+		case "switch":
+			s.Switch = &Switch{}
 		}
 		return
 	}
@@ -83,6 +88,8 @@ func (d *decoder) construct(s *Step, k kindKey) {
 		s.ForEach = d.forEach(s, k)
 	case "parallel":
 		s.Parallel = d.parallel(s, k)
+	case "switch":
+		s.Switch = d.switchConstruct(s, k)
 	}
 }
 
@@ -125,6 +132,7 @@ func (d *decoder) ifConstruct(s *Step, k kindKey) *If {
 
 func (d *decoder) tryConstruct(s *Step, k kindKey) *Try {
 	c := &Try{}
+	var whenPos Pos
 	d.constructFields(k, tryFields, []string{"steps"}, func(p vpair) {
 		switch p.key {
 		case "steps":
@@ -135,13 +143,22 @@ func (d *decoder) tryConstruct(s *Step, k kindKey) *Try {
 			d.inCatch--
 		case "finally":
 			c.Finally = d.stepList(p.val, "try.finally", nested("finally", s))
+		case "catch_when":
+			whenPos = p.keyPos
+			c.CatchWhen = d.errorExpr(p.val, "try.catch_when")
 		}
 	})
+	if c.CatchWhen != nil && c.Catch == nil && whenPos.Line > 0 {
+		d.errorf(whenPos, "try.catch_when has no effect without a catch list: it decides whether catch runs")
+	}
 	return c
 }
 
 func (d *decoder) repeatUntil(s *Step, k kindKey) *RepeatUntil {
 	c := &RepeatUntil{}
+	// until and the steps see the iteration number as `iteration`.
+	d.loopVars = append(d.loopVars, IterationName)
+	defer func() { d.loopVars = d.loopVars[:len(d.loopVars)-1] }()
 	d.constructFields(k, repeatUntilFields, []string{"steps", "until", "max_iterations"}, func(p vpair) {
 		switch p.key {
 		case "steps":
@@ -164,21 +181,18 @@ func (d *decoder) repeatUntil(s *Step, k kindKey) *RepeatUntil {
 func (d *decoder) forEach(s *Step, k kindKey) *ForEach {
 	c := &ForEach{As: DefaultItemName, Concurrency: DefaultConcurrency}
 	var steps *vnode
+	var asPos, indexPos Pos
 	d.constructFields(k, forEachFields, []string{"items", "steps"}, func(p vpair) {
 		switch p.key {
 		case "items":
 			c.Items = d.expression(p.val, "for_each.items", false)
 		case "as":
-			if name, ok := d.str(p.val, "for_each.as"); ok {
-				switch {
-				case slices.Contains(reservedNames, name):
-					d.errorf(p.val.pos, "for_each.as %q is a reserved name (%s)", name, strings.Join(reservedNames, ", "))
-				case slices.Contains(celReserved, name):
-					d.errorf(p.val.pos, "for_each.as %q is a reserved word or type name of the expression language", name)
-				case !validItemName(name):
-					d.errorf(p.val.pos, "for_each.as %q must match [a-z_][a-z0-9_]*", name)
-				}
-				c.As = name
+			if name, ok := d.loopName(p.val, "for_each.as"); ok {
+				c.As, asPos = name, p.val.pos
+			}
+		case "index_as":
+			if name, ok := d.loopName(p.val, "for_each.index_as"); ok {
+				c.IndexAs, indexPos = name, p.val.pos
 			}
 		case "concurrency":
 			if n, ok := d.integer(p.val, "for_each.concurrency", 1); ok {
@@ -192,26 +206,55 @@ func (d *decoder) forEach(s *Step, k kindKey) *ForEach {
 			steps = p.val
 		}
 	})
+	if c.IndexAs == DefaultIndexName {
+		c.IndexAs = "" // the default: one canonical form
+	}
+	switch {
+	case c.IndexAs != "" && c.IndexAs == c.As:
+		d.errorf(indexPos, "for_each.index_as %q is the name of the item (as) too; give them different names", c.IndexAs)
+	case c.IndexAs == "" && c.As == DefaultIndexName && asPos.Line > 0 && !d.opts.Stored:
+		d.errorf(asPos, "for_each.as %q is the name of the item's index; rename the item, or the index with index_as", c.As)
+	}
 	if steps == nil {
 		return c
 	}
-	// Expressions know "item" (the default); another name is a loop
-	// variable they do not declare (see compile).
-	undeclared := validItemName(c.As) && !slices.Contains(expr.Names, c.As)
-	if undeclared {
-		d.loopVars = append(d.loopVars, c.As)
+	// Expressions know "item" (the default); another name, and the index,
+	// are loop variables they do not declare (see compile).
+	var bound []string
+	for _, name := range []string{c.As, c.IndexName()} {
+		if validItemName(name) && !slices.Contains(expr.Names, name) {
+			bound = append(bound, name)
+		}
 	}
+	d.loopVars = append(d.loopVars, bound...)
 	d.loops = append(d.loops, loopBind{name: c.As, stepID: s.ID})
 	c.Steps = d.stepList(steps, "for_each.steps", nested("for_each", s))
 	d.loops = d.loops[:len(d.loops)-1]
-	if undeclared {
-		d.loopVars = d.loopVars[:len(d.loopVars)-1]
-	}
+	d.loopVars = d.loopVars[:len(d.loopVars)-len(bound)]
 	return c
+}
+
+// loopName decodes a name a loop binds (for_each as, index_as): it
+// matches [a-z_][a-z0-9_]* and is not a reserved name.
+func (d *decoder) loopName(n *vnode, field string) (string, bool) {
+	name, ok := d.str(n, field)
+	if !ok {
+		return "", false
+	}
+	switch {
+	case slices.Contains(reservedNames, name):
+		d.errorf(n.pos, "%s %q is a reserved name (%s)", field, name, strings.Join(reservedNames, ", "))
+	case slices.Contains(celReserved, name):
+		d.errorf(n.pos, "%s %q is a reserved word or type name of the expression language", field, name)
+	case !validItemName(name):
+		d.errorf(n.pos, "%s %q must match [a-z_][a-z0-9_]*", field, name)
+	}
+	return name, true
 }
 
 func (d *decoder) parallel(s *Step, k kindKey) *Parallel {
 	c := &Parallel{}
+	var failFastPos Pos
 	d.constructFields(k, parallelFields, []string{"lanes"}, func(p vpair) {
 		switch p.key {
 		case "lanes":
@@ -222,12 +265,72 @@ func (d *decoder) parallel(s *Step, k kindKey) *Parallel {
 				return
 			}
 			ff := p.val.b
-			c.FailFast = &ff
+			c.FailFast, failFastPos = &ff, p.keyPos
+		case "mode":
+			if m, ok := d.str(p.val, "parallel.mode"); ok {
+				if !slices.Contains(parallelModes, m) {
+					d.errorf(p.val.pos, "parallel.mode must be one of %s, not %q", strings.Join(parallelModes, ", "), m)
+				}
+				c.Mode = m
+			}
 		}
 	})
+	if c.Mode == ModeAll {
+		c.Mode = "" // the default: one canonical form
+	}
+	if c.Races() && failFastPos.Line > 0 {
+		d.errorf(failFastPos, "parallel.fail_fast has no effect with mode race: the first lane to succeed cancels the others, and the step fails only when every lane failed")
+	}
 	if c.FailFast == nil {
 		ff := DefaultFailFast
 		c.FailFast = &ff
+	}
+	return c
+}
+
+// switchConstruct decodes a switch: its cases in order, then default.
+func (d *decoder) switchConstruct(s *Step, k kindKey) *Switch {
+	c := &Switch{}
+	d.constructFields(k, switchFields, []string{"cases"}, func(p vpair) {
+		switch p.key {
+		case "cases":
+			if p.val.kind != vList {
+				d.typeError(p.val, "switch.cases", "a list of {when, steps}")
+				return
+			}
+			if len(p.val.items) == 0 {
+				d.errorf(p.val.pos, "switch.cases must list at least one case")
+				return
+			}
+			for i, it := range p.val.items {
+				c.Cases = append(c.Cases, d.switchCase(s, i, it))
+			}
+		case "default":
+			c.Default = d.stepList(p.val, "switch.default", nested("default", s))
+		}
+	})
+	return c
+}
+
+func (d *decoder) switchCase(s *Step, i int, n *vnode) *SwitchCase {
+	c := &SwitchCase{}
+	what := fmt.Sprintf("switch.cases[%d]", i)
+	seen := map[string]bool{}
+	if !d.fields(n, what, caseFields, func(p vpair) {
+		seen[p.key] = true
+		switch p.key {
+		case "when":
+			c.When = d.boolExpr(p.val, what+".when")
+		case "steps":
+			c.Steps = d.stepList(p.val, what+".steps", fmt.Sprintf("case %d of step %q", i, s.ID))
+		}
+	}) {
+		return c
+	}
+	for _, r := range caseFields {
+		if !seen[r] {
+			d.errorf(n.pos, "%s is missing %q", what, r)
+		}
 	}
 	return c
 }

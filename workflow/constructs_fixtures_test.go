@@ -174,7 +174,7 @@ var constructInvalid = []invalidCase{
 	{"repeat_until max_iterations zero", step1("    repeat_until:\n      steps: [{id: x, context_set: {n: 1}}]\n      until: true\n      max_iterations: 0\n"), "t.yaml:7:23: ", "repeat_until.max_iterations must be at least 1"},
 	{"repeat_until until interpolated", step1("    repeat_until:\n      steps: [{id: x, context_set: {n: 1}}]\n      until: \"done: ${{ true }}\"\n      max_iterations: 3\n"), "t.yaml:6:14: ", "repeat_until.until must be one expression"},
 	{"repeat_until steps empty", step1("    repeat_until: {steps: [], until: true, max_iterations: 1}\n"), "t.yaml:4:27: ", "repeat_until.steps must not be empty"},
-	{"for_each unknown field", step1("    for_each:\n      items: input.xs\n      stpes: [{id: x, fail: {message: m}}]\n"), "t.yaml:6:7: ", `unknown field "stpes" in for_each (did you mean "steps"?); allowed: items, as, concurrency, steps`},
+	{"for_each unknown field", step1("    for_each:\n      items: input.xs\n      stpes: [{id: x, fail: {message: m}}]\n"), "t.yaml:6:7: ", `unknown field "stpes" in for_each (did you mean "steps"?); allowed: items, as, index_as, concurrency, steps`},
 	{"for_each missing items", step1("    for_each: {steps: [{id: x, fail: {message: m}}]}\n"), "t.yaml:4:5: ", `for_each is missing "items"`},
 	{"for_each items a list", step1("    for_each: {items: [1, 2], steps: [{id: x, fail: {message: m}}]}\n"), "t.yaml:4:23: ", "for_each.items must be an expression, not a list"},
 	{"for_each concurrency zero", step1("    for_each: {items: input.xs, concurrency: 0, steps: [{id: x, fail: {message: m}}]}\n"), "t.yaml:4:46: ", "for_each.concurrency must be at least 1"},

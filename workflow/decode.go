@@ -15,13 +15,14 @@ import (
 
 // Field names, in the order the schema and messages list them.
 var (
-	definitionFields  = []string{"name", "recovery_mode", "runner_pool", "max_attempts", "input_schema", "secrets", "defaults", "steps", "output"}
+	definitionFields  = []string{"name", "recovery_mode", "runner_pool", "max_attempts", "input_schema", "secrets", "defaults", "steps", "output", "retry_on"}
 	defaultsFields    = []string{"timeout", "retry_policy"}
-	retryPolicyFields = []string{"max_attempts", "initial_interval", "backoff", "max_interval"}
+	retryPolicyFields = []string{"max_attempts", "initial_interval", "backoff", "max_interval", "jitter", "retry_on"}
 	stepFields        = []string{"id", "when", "run_after", "retry_policy", "timeout", "output"}
-	stepKinds         = []string{"service_call", "context_set", "fail", "if", "try", "repeat_until", "for_each", "parallel", "wait", "workflow_call", "session_read", "session_write"}
+	stepKinds         = []string{"service_call", "context_set", "fail", "if", "try", "repeat_until", "for_each", "parallel", "switch", "pass", "wait", "workflow_call", "session_read", "session_write"}
 	serviceCallFields = []string{"method", "url", "headers", "query", "body", "expect_status"}
-	failFields        = []string{"message"}
+	failFields        = []string{"message", "type", "details"}
+	jitterModes       = []string{JitterFull, JitterEqual, JitterNone}
 
 	// unimplementedKinds are the kinds of SPEC §2 this version does not
 	// parse yet; the names are reserved (no custom type may take them).
@@ -98,6 +99,7 @@ type decoder struct {
 	cur      *stepSrc    // the step whose field is being decoded; nil at the top
 	loops    []loopBind  // enclosing for_each bindings, innermost last
 	inCatch  int         // catch lists being decoded around the current step
+	inError  int         // expressions over `error` being decoded (catch_when, retry_on)
 	inOutput bool        // decoding a step's own output expression
 	sites    []*exprSite // every string holding expressions, for checkRefs
 }
@@ -231,6 +233,8 @@ func (d *decoder) definition(root *vnode) *Definition {
 			def.Steps = d.stepList(n, "steps", "the top-level steps")
 		case "output":
 			def.Output = d.template(n, "output")
+		case "retry_on":
+			def.RetryOn = d.errorExpr(n, "retry_on")
 		}
 	}) {
 		return def
@@ -299,6 +303,15 @@ func (d *decoder) retryPolicy(n *vnode, what string) *RetryPolicy {
 		case "max_interval":
 			rp.MaxInterval, _ = d.duration(p.val, field)
 			maxPos = p.val.pos
+		case "jitter":
+			if s, ok := d.str(p.val, field); ok {
+				if !slices.Contains(jitterModes, s) {
+					d.errorf(p.val.pos, "%s must be one of %s, not %q", field, strings.Join(jitterModes, ", "), s)
+				}
+				rp.Jitter = s
+			}
+		case "retry_on":
+			rp.RetryOn = d.errorExpr(p.val, field)
 		case "backoff":
 			switch p.val.kind {
 			case vInt:
@@ -390,7 +403,7 @@ func (d *decoder) step(n *vnode, l *listSrc) *stepSrc {
 			s.Output = d.template(v, "output")
 			d.inOutput = false
 		case "service_call", "context_set", "fail", "if", "try", "repeat_until", "for_each", "parallel",
-			"wait", "workflow_call", "session_read", "session_write":
+			"switch", "pass", "wait", "workflow_call", "session_read", "session_write":
 			kinds = append(kinds, kindKey{p.key, p.keyPos, v})
 		default:
 			switch {
@@ -425,8 +438,10 @@ func (d *decoder) step(n *vnode, l *listSrc) *stepSrc {
 			s.ContextSet = d.contextSet(k.val)
 		case "fail":
 			s.Fail = d.fail(k.val, k.pos)
-		case "if", "try", "repeat_until", "for_each", "parallel":
+		case "if", "try", "repeat_until", "for_each", "parallel", "switch":
 			d.construct(s, k)
+		case "pass":
+			s.Pass = &Pass{Value: d.templateOrNull(k.val, "pass")}
 		case "wait", "workflow_call", "session_read", "session_write":
 			d.durable(s, k)
 		default:
@@ -631,16 +646,31 @@ func (d *decoder) fail(n *vnode, at Pos) *Fail {
 	f := &Fail{}
 	has := false
 	if !d.fields(n, "fail", failFields, func(p vpair) {
-		has = true
-		s, ok := d.str(p.val, "fail.message")
-		if !ok {
-			return
+		switch p.key {
+		case "message":
+			has = true
+			s, ok := d.str(p.val, "fail.message")
+			if !ok {
+				return
+			}
+			if s == "" {
+				d.errorf(p.val.pos, "fail.message must not be empty")
+			}
+			d.template(p.val, "fail.message")
+			f.Message = s
+		case "type":
+			s, ok := d.str(p.val, "fail.type")
+			if !ok {
+				return
+			}
+			if !expr.HasExpr(s) && !validErrorType(s) {
+				d.errorf(p.val.pos, "fail.type %q must match [A-Za-z_][A-Za-z0-9_.:-]* (at most %d characters), or be an expression", s, maxErrorType)
+			}
+			d.template(p.val, "fail.type")
+			f.Type = s
+		case "details":
+			f.Details = d.template(p.val, "fail.details")
 		}
-		if s == "" {
-			d.errorf(p.val.pos, "fail.message must not be empty")
-		}
-		d.template(p.val, "fail.message")
-		f.Message = s
 	}) {
 		return f
 	}
@@ -648,6 +678,68 @@ func (d *decoder) fail(n *vnode, at Pos) *Fail {
 		d.errorf(at, `fail is missing "message"`)
 	}
 	return f
+}
+
+// maxErrorType bounds the length of an error type (bytes).
+const maxErrorType = 128
+
+// validErrorType reports whether s can be an error type: it matches
+// [A-Za-z_][A-Za-z0-9_.:-]* and is at most maxErrorType bytes long
+// ("http", "PaymentDeclined", "States.Timeout").
+func validErrorType(s string) bool {
+	if s == "" || len(s) > maxErrorType {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_':
+		case (c >= '0' && c <= '9' || c == '.' || c == ':' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ValidErrorType reports whether s can be the type of a typed error: it
+// matches [A-Za-z_][A-Za-z0-9_.:-]* and is at most 128 bytes long.
+func ValidErrorType(s string) bool { return validErrorType(s) }
+
+// errorExpr decodes a boolean expression over `error` (retry_on,
+// catch_when): error is in scope, and the expression must yield a
+// boolean.
+func (d *decoder) errorExpr(n *vnode, field string) any {
+	d.inError++
+	defer func() { d.inError-- }()
+	return d.boolExpr(n, field)
+}
+
+// boolExpr decodes an expression by nature (like when) that must yield a
+// boolean: a literal boolean, or an expression whose type is bool (or
+// dyn, known only when it runs).
+func (d *decoder) boolExpr(n *vnode, field string) any {
+	v := d.expression(n, field, true)
+	s, ok := v.(string)
+	if !ok {
+		return v
+	}
+	src := s
+	if expr.HasExpr(s) {
+		src = strings.TrimSpace(s[3 : len(s)-2])
+	}
+	env := d.opts.Expr
+	if len(d.loopVars) > 0 {
+		var err error
+		if env, err = env.With(d.loopVars...); err != nil {
+			return v
+		}
+	}
+	if t, err := env.OutputType(src); err == nil && t != "bool" && t != "dyn" {
+		d.errorf(n.pos, "%s must be a boolean expression; %q yields %s", field, src, t)
+		return nil
+	}
+	return v
 }
 
 // template checks every expression in n and returns n's value. null is

@@ -24,6 +24,11 @@ type Definition struct {
 	Defaults     *Defaults      `json:"defaults,omitempty"`
 	Steps        []*Step        `json:"steps"`
 	Output       any            `json:"output,omitempty"` // template of the run's output
+	// RetryOn decides whether a failed run attempt is retried (a new
+	// attempt, up to MaxAttempts): a boolean expression over `error`, the
+	// run's typed failure. nil: the transient set (network, timeout, http
+	// 5xx and 429, and a custom step's retryable errors).
+	RetryOn any `json:"retry_on,omitempty"`
 
 	// Source is the file name the definition was parsed from (not part of
 	// the canonical form).
@@ -40,20 +45,33 @@ type Defaults struct {
 }
 
 // RetryPolicy is a step's own retry policy: up to MaxAttempts tries, the
-// n-th retry after d = min(InitialInterval × Backoff^(n-1), MaxInterval)
-// with ±20% jitter applied within the cap: a wait never exceeds
-// MaxInterval (at the cap it is drawn from [0.8 × MaxInterval,
-// MaxInterval]).
+// n-th retry after d = min(InitialInterval × Backoff^(n-1), MaxInterval),
+// spread by Jitter within the cap: a wait never exceeds MaxInterval.
+// A failed try is retried when RetryOn (a boolean expression over
+// `error`) is true; nil RetryOn means the transient set (network,
+// timeout, http 5xx and 429, a custom step's retryable errors).
 type RetryPolicy struct {
 	MaxAttempts     int      `json:"max_attempts,omitempty"`     // tries in all; default 3
 	InitialInterval Duration `json:"initial_interval,omitempty"` // default 1s
 	Backoff         float64  `json:"backoff,omitempty"`          // multiplier; default 2.0
 	MaxInterval     Duration `json:"max_interval,omitempty"`     // default 1m
+	// Jitter spreads each wait d: "full" draws it from [0, d], "equal"
+	// from [d/2, d], "none" waits d; "" (the default) draws it from
+	// [0.8 × d, min(1.2 × d, MaxInterval)].
+	Jitter  string `json:"jitter,omitempty"`
+	RetryOn any    `json:"retry_on,omitempty"` // boolean expression over error; nil = the transient set
 }
+
+// Jitter modes of RetryPolicy.Jitter.
+const (
+	JitterFull  = "full"
+	JitterEqual = "equal"
+	JitterNone  = "none"
+)
 
 // Step is one entry of a steps list. Exactly one kind field is set (or, for
 // a custom step type registered from Go, Custom). The control-flow kinds
-// (If, Try, RepeatUntil, ForEach, Parallel) hold nested steps lists; see
+// (If, Try, RepeatUntil, ForEach, Parallel, Switch) hold nested steps lists; see
 // Children and Definition.Walk.
 //
 // RunAfter names steps of the same list this step waits for. nil (the
@@ -77,6 +95,8 @@ type Step struct {
 	RepeatUntil *RepeatUntil   `json:"repeat_until,omitempty"`
 	ForEach     *ForEach       `json:"for_each,omitempty"`
 	Parallel    *Parallel      `json:"parallel,omitempty"`
+	Switch      *Switch        `json:"switch,omitempty"`
+	Pass        *Pass          `json:"pass,omitempty"`
 	// The durable kinds (waits.go).
 	Wait         *Wait         `json:"wait,omitempty"`
 	WorkflowCall *WorkflowCall `json:"workflow_call,omitempty"`
@@ -98,9 +118,54 @@ type ServiceCall struct {
 	ExpectStatus []int          `json:"expect_status,omitempty"` // default: any 2xx
 }
 
-// Fail ends the run (or the enclosing try) with Message.
+// Fail ends the run (or the enclosing try) with a typed error: Message,
+// Type (default "fail") and Details. Message and Type are string
+// templates, Details any template.
 type Fail struct {
-	Message string `json:"message"` // template
+	Message string `json:"message"`           // template
+	Type    string `json:"type,omitempty"`    // template; "" = "fail"
+	Details any    `json:"details,omitempty"` // template
+}
+
+// MarshalJSON writes the step; template values keep their JSON type.
+func (f Fail) MarshalJSON() ([]byte, error) {
+	type plain Fail
+	c := plain(f)
+	c.Details = canonValue(c.Details)
+	return json.Marshal(c)
+}
+
+// Pass is a step that only produces Value (a template) as its output:
+// no side effect, no context change.
+type Pass struct {
+	Value any // template; may be null
+}
+
+// MarshalJSON writes the value itself: `pass: <value>`.
+func (p Pass) MarshalJSON() ([]byte, error) { return json.Marshal(canonValue(p.Value)) }
+
+// Switch runs the steps of the first case whose When is true, or Default
+// when none is (when there is one). Its output is the output of the
+// branch taken, null when none is. Default is nil when absent, never
+// empty.
+type Switch struct {
+	Cases   []*SwitchCase `json:"cases"`             // at least one
+	Default []*Step       `json:"default,omitempty"` // nil: no default branch
+}
+
+// SwitchCase is one case of a Switch: When is a boolean or an expression
+// (like Step.When), Steps are not empty.
+type SwitchCase struct {
+	When  any     `json:"when"`
+	Steps []*Step `json:"steps"`
+}
+
+// MarshalJSON writes the case; template values keep their JSON type.
+func (c SwitchCase) MarshalJSON() ([]byte, error) {
+	type plain SwitchCase
+	p := plain(c)
+	p.When = canonValue(p.When)
+	return json.Marshal(p)
 }
 
 // Custom is a step of a type registered from Go (RegisterStep). Input is
@@ -120,15 +185,26 @@ type If struct {
 	Else      []*Step `json:"else,omitempty"` // nil: no else branch; never empty when set
 }
 
-// Try runs Steps; when one of them fails, Catch runs (seeing the failure as
-// `error`: {message, step_id, kind}) and the failure is caught. Finally
-// runs in any case, after Steps and Catch. The output is the output of
-// Steps, or of Catch when it caught an error. Catch and Finally are nil
-// when absent, never empty.
+// Try runs Steps; when one of them fails and CatchWhen (a boolean
+// expression over `error`; nil = always) is true, Catch runs (seeing the
+// failure as `error`: {type, message, step_id, scope_path, status, body,
+// cause, details}) and the failure is caught. Finally runs in any case,
+// after Steps and Catch; a failure CatchWhen declines propagates
+// unchanged after it. The output is the output of Steps, or of Catch when
+// it caught an error. Catch and Finally are nil when absent, never empty.
 type Try struct {
-	Steps   []*Step `json:"steps"`
-	Catch   []*Step `json:"catch,omitempty"`
-	Finally []*Step `json:"finally,omitempty"`
+	Steps     []*Step `json:"steps"`
+	Catch     []*Step `json:"catch,omitempty"`
+	Finally   []*Step `json:"finally,omitempty"`
+	CatchWhen any     `json:"catch_when,omitempty"`
+}
+
+// MarshalJSON writes the construct; template values keep their JSON type.
+func (t Try) MarshalJSON() ([]byte, error) {
+	type plain Try
+	c := plain(t)
+	c.CatchWhen = canonValue(c.CatchWhen)
+	return json.Marshal(c)
 }
 
 // RepeatUntil runs Steps (iteration i in scope <id>.iter_<i>, from 0), then
@@ -143,8 +219,9 @@ type RepeatUntil struct {
 
 // ForEach runs Steps once per element of the list Items evaluates to
 // (item i in scope <id>.item_<i>, from 0), with the element bound to the
-// name As, up to Concurrency items at a time. The output is the list of the
-// items' last outputs, in item order.
+// name As and its index (int, from 0) to IndexAs, up to Concurrency items
+// at a time. The output is the list of the items' last outputs, in item
+// order.
 //
 // Defaults: As "item", Concurrency 1. Parse fills them in, and the
 // canonical form always writes them, so a definition that spells a default
@@ -155,6 +232,9 @@ type ForEach struct {
 	As          string  `json:"as,omitempty"`          // [a-z_][a-z0-9_]*, not a reserved name
 	Concurrency int     `json:"concurrency,omitempty"` // ≥ 1
 	Steps       []*Step `json:"steps"`
+	// IndexAs names the item's index; "" means "index" (left out of the
+	// canonical form, so revisions applied before it existed keep theirs).
+	IndexAs string `json:"index_as,omitempty"`
 }
 
 // Parallel runs each lane's steps concurrently, lane NAME in scope
@@ -165,14 +245,31 @@ type ForEach struct {
 // FailFast defaults to true: Parse fills it in and the canonical form
 // always writes it (see ForEach). FailsFast applies the default to a
 // Parallel built in Go with FailFast nil.
+//
+// With Mode "race" the first lane to succeed wins: the others are
+// cancelled, and the output is {lane, output} of the winner; when every
+// lane fails, the step fails with the failure of the last lane to fail.
+// Mode "" is "all" (left out of the canonical form).
 type Parallel struct {
 	Lanes    map[string][]*Step `json:"lanes"` // lane name ([a-z0-9][a-z0-9_-]*) → steps; not empty
 	FailFast *bool              `json:"fail_fast,omitempty"`
+	Mode     string             `json:"mode,omitempty"` // "" (all) | race
 }
+
+// Parallel modes.
+const (
+	ModeAll  = "all"
+	ModeRace = "race"
+)
+
+// Races reports whether the lanes race (Mode "race").
+func (p *Parallel) Races() bool { return p.Mode == ModeRace }
 
 // Defaults of the control-flow constructs (SPEC §2).
 const (
 	DefaultItemName    = "item"
+	DefaultIndexName   = "index"
+	IterationName      = "iteration"
 	DefaultConcurrency = 1
 	DefaultFailFast    = true
 )
@@ -183,6 +280,15 @@ func (f *ForEach) ItemName() string {
 		return DefaultItemName
 	}
 	return f.As
+}
+
+// IndexName is the name the current index is bound to: IndexAs, or
+// "index".
+func (f *ForEach) IndexName() string {
+	if f.IndexAs == "" {
+		return DefaultIndexName
+	}
+	return f.IndexAs
 }
 
 // Workers is how many items may run at once: Concurrency, or 1.
@@ -222,12 +328,16 @@ func (f ForEach) MarshalJSON() ([]byte, error) {
 	return json.Marshal(c)
 }
 
-// MarshalJSON writes the construct with its default filled in.
+// MarshalJSON writes the construct with its default filled in (fail_fast
+// left out of a race).
 func (p Parallel) MarshalJSON() ([]byte, error) {
 	type plain Parallel
 	c := plain(p)
 	ff := p.FailsFast()
 	c.FailFast = &ff
+	if p.Races() {
+		c.FailFast = nil // no meaning in a race
+	}
 	return json.Marshal(c)
 }
 
@@ -247,14 +357,11 @@ func (r RepeatUntil) MarshalJSON() ([]byte, error) {
 	return json.Marshal(c)
 }
 
-// Kind names the step's kind: "service_call", "context_set", "fail", "if",
-// "try", "repeat_until", "for_each", "parallel", "wait", "workflow_call",
-// "session_read", "session_write", or the custom type's name.
 // Pure reports whether the step has no effect outside the run (it only
-// evaluates expressions: context_set), so its start needs no write of its
+// evaluates expressions: context_set, pass), so its start needs no write of its
 // own: a crash before its completion is committed loses nothing, and the
 // step runs again.
-func (s *Step) Pure() bool { return s.ContextSet != nil }
+func (s *Step) Pure() bool { return s.ContextSet != nil || s.Pass != nil }
 
 // Kind names the step's kind: service_call, context_set, …, or a custom
 // step's type.
@@ -276,6 +383,10 @@ func (s *Step) Kind() string {
 		return "for_each"
 	case s.Parallel != nil:
 		return "parallel"
+	case s.Switch != nil:
+		return "switch"
+	case s.Pass != nil:
+		return "pass"
 	case s.Wait != nil:
 		return "wait"
 	case s.WorkflowCall != nil:
@@ -308,6 +419,8 @@ type stepJSON struct {
 	RepeatUntil *RepeatUntil   `json:"repeat_until,omitempty"`
 	ForEach     *ForEach       `json:"for_each,omitempty"`
 	Parallel    *Parallel      `json:"parallel,omitempty"`
+	Switch      *Switch        `json:"switch,omitempty"`
+	Pass        *Pass          `json:"pass,omitempty"`
 
 	Wait         *Wait         `json:"wait,omitempty"`
 	WorkflowCall *WorkflowCall `json:"workflow_call,omitempty"`
@@ -322,6 +435,7 @@ func (s *Step) MarshalJSON() ([]byte, error) {
 		ID: s.ID, When: canonValue(s.When), RetryPolicy: s.RetryPolicy, Timeout: s.Timeout,
 		Output: canonValue(s.Output), ServiceCall: s.ServiceCall, ContextSet: canonMap(s.ContextSet),
 		Fail: s.Fail, If: s.If, Try: s.Try, RepeatUntil: s.RepeatUntil, ForEach: s.ForEach, Parallel: s.Parallel,
+		Switch: s.Switch, Pass: s.Pass,
 		Wait: s.Wait, WorkflowCall: s.WorkflowCall, SessionRead: s.SessionRead, SessionWrite: s.SessionWrite,
 	}
 	if s.RunAfter != nil {

@@ -173,7 +173,14 @@ func shallow(s *Step, withPos bool) Step {
 		c.If = &x
 	}
 	if s.Try != nil {
-		c.Try = &Try{}
+		c.Try = &Try{CatchWhen: s.Try.CatchWhen}
+	}
+	if s.Switch != nil {
+		x := Switch{}
+		for _, k := range s.Switch.Cases {
+			x.Cases = append(x.Cases, &SwitchCase{When: k.When})
+		}
+		c.Switch = &x
 	}
 	if s.RepeatUntil != nil {
 		x := *s.RepeatUntil

@@ -49,14 +49,14 @@ type exprSite struct {
 	bare   bool     // an expression without ${{ }} (when, condition, until, items)
 	step   *stepSrc // the step whose field it is; nil for the definition's output
 	loops  []loopBind
-	catch  bool // inside a try's catch list
+	catch  bool // inside a try's catch list, or an expression over error (catch_when, retry_on)
 	output bool // a step's own output expression
 }
 
 // site records the string n (its expressions compiled) for checkRefs.
 func (d *decoder) site(n *vnode, field string, bare bool) {
 	d.sites = append(d.sites, &exprSite{n: n, field: field, bare: bare, step: d.cur,
-		loops: slices.Clone(d.loops), catch: d.inCatch > 0, output: d.inOutput})
+		loops: slices.Clone(d.loops), catch: d.inCatch > 0 || d.inError > 0, output: d.inOutput})
 }
 
 // noRetries reports whether the step kind has no tries of its own, so a
@@ -64,10 +64,13 @@ func (d *decoder) site(n *vnode, field string, bare bool) {
 // have their own), wait and workflow_call (a durable wait is entered once;
 // it has a timeout of its own).
 func noRetries(s *Step) bool {
-	return s.IsConstruct() || s.Wait != nil || s.WorkflowCall != nil
+	return s.IsConstruct() || s.Wait != nil || s.WorkflowCall != nil || s.Pass != nil
 }
 
 func whyNoRetries(s *Step) string {
+	if s.Pass != nil {
+		return "a pass step only produces its value, which cannot fail in a way a retry would change"
+	}
 	if s.IsConstruct() {
 		return "a construct is not retried as a whole (the steps inside it are tried and retried one by one)"
 	}
@@ -127,7 +130,7 @@ func (d *decoder) refProblem(st *exprSite, r expr.Ref, byID map[string]*stepSrc,
 		return d.stepRef(st, r.Path[0], byID, ids, children)
 	case "error":
 		if !st.catch {
-			return "error is defined only in the steps of a try's catch list (the failure being caught)"
+			return "error is defined only in the steps of a try's catch list, its catch_when, and retry_on (the failure being handled)"
 		}
 	case "output":
 		if !st.output {

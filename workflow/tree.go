@@ -1,13 +1,14 @@
 package workflow
 
 // Helpers for the tree of steps that control-flow constructs make: a
-// construct (if, try, repeat_until, for_each, parallel) holds nested steps
+// construct (if, try, repeat_until, for_each, parallel, switch) holds nested steps
 // lists, each of which is a graph of its own (run_after names steps of the
 // same list only), while step ids are unique in the whole definition.
 
 // Children returns the steps lists nested in s, in a fixed order: then,
 // else (if); steps, catch, finally (try); steps (repeat_until, for_each);
-// each lane in lane-name order (parallel). Absent optional lists (else,
+// each lane in lane-name order (parallel); each case's steps, then default
+// (switch). Absent optional lists (else,
 // catch, finally) are left out, so the result is empty for a step that is
 // not a construct. Use the construct's own fields to tell the lists apart.
 func (s *Step) Children() [][]*Step {
@@ -33,6 +34,11 @@ func (s *Step) Children() [][]*Step {
 		for _, name := range s.Parallel.LaneNames() {
 			add(s.Parallel.Lanes[name])
 		}
+	case s.Switch != nil:
+		for _, c := range s.Switch.Cases {
+			add(c.Steps)
+		}
+		add(s.Switch.Default)
 	}
 	return out
 }
@@ -40,7 +46,7 @@ func (s *Step) Children() [][]*Step {
 // IsConstruct reports whether s is a control-flow construct (a step with
 // nested steps lists).
 func (s *Step) IsConstruct() bool {
-	return s.If != nil || s.Try != nil || s.RepeatUntil != nil || s.ForEach != nil || s.Parallel != nil
+	return s.If != nil || s.Try != nil || s.RepeatUntil != nil || s.ForEach != nil || s.Parallel != nil || s.Switch != nil
 }
 
 // Walk visits every step of the definition depth first, in source order: a
