@@ -69,3 +69,29 @@ func IsPermanent(err error) bool {
 	var p permanent
 	return errors.As(err, &p)
 }
+
+// Error is a typed failure a handler returns (errors.As finds it through
+// wrapping): the step fails with error type Type (any name; the built-in
+// types are listed in starflowtype, e.g. "http", "timeout"), message
+// Message and Details (any value that encodes as JSON) — what a catch sees
+// as error.type, error.message and error.details, and what retry_on and
+// catch_when test. Retryable is the default answer of retry_on (when the
+// step's retry_policy sets none): true retries the try, false fails the
+// step at once. An Error wrapped with Permanent is never retried.
+//
+// Source: the typed application errors of Temporal (ApplicationError's
+// type, details and non-retryable flag).
+type Error struct {
+	Type      string
+	Message   string
+	Details   any
+	Retryable bool
+}
+
+// Error returns the message, prefixed with the type.
+func (e *Error) Error() string {
+	if e.Type == "" {
+		return e.Message
+	}
+	return e.Type + ": " + e.Message
+}

@@ -97,3 +97,42 @@ func pow(f float64, n int) float64 {
 	}
 	return out
 }
+
+// TestJittered: each mode stays within its range and under the cap, and
+// the random modes spread.
+func TestJittered(t *testing.T) {
+	const initial, maxI = time.Second, 10 * time.Second
+	for _, c := range []struct {
+		mode   string
+		lo, hi float64 // fractions of the base
+	}{
+		{backoff.JitterFull, 0, 1},
+		{backoff.JitterEqual, 0.5, 1},
+		{backoff.JitterNone, 1, 1},
+		{"", 0.8, 1.2},
+	} {
+		t.Run("mode="+c.mode, func(t *testing.T) {
+			for n := 1; n <= 8; n++ {
+				base := min(time.Duration(float64(initial)*pow(2, n-1)), maxI)
+				distinct := map[time.Duration]bool{}
+				for range 500 {
+					d := backoff.Jittered(c.mode, initial, maxI, 2, n)
+					if d > maxI {
+						t.Fatalf("n=%d: %s exceeds the cap %s", n, d, maxI)
+					}
+					lo, hi := time.Duration(float64(base)*c.lo), min(time.Duration(float64(base)*c.hi), maxI)
+					if d < lo-1 || d > hi {
+						t.Fatalf("n=%d: %s outside [%s, %s]", n, d, lo, hi)
+					}
+					distinct[d] = true
+				}
+				if c.lo != c.hi && len(distinct) < 50 {
+					t.Fatalf("n=%d: only %d distinct waits: no jitter", n, len(distinct))
+				}
+				if c.lo == c.hi && len(distinct) != 1 {
+					t.Fatalf("n=%d: jitter none gave %d distinct waits", n, len(distinct))
+				}
+			}
+		})
+	}
+}
