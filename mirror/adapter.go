@@ -147,7 +147,11 @@ func (m *Adapter) OnNodeComplete(ctx context.Context, p *state.NodeCompleteParam
 func (m *Adapter) OnNodeError(ctx context.Context, p *state.NodeErrorParams) error {
 	err := m.Adapter.OnNodeError(ctx, p)
 	if err == nil {
-		m.after(nil, stepOf(p.StepKey, p.Kind, starflowtype.StepFailed, p.Try, p.Error))
+		status := starflowtype.StepFailed
+		if p.Cancelled {
+			status = starflowtype.StepCancelled
+		}
+		m.after(nil, stepOf(p.StepKey, p.Kind, status, p.Try, p.Error))
 	}
 	return err
 }

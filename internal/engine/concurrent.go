@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
+	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/step"
 	"github.com/starflow/starflow/workflow"
 )
@@ -46,21 +49,28 @@ func (rs *runState) execForEach(ctx context.Context, f *frame, s *workflow.Step)
 	// items is an expression by nature, like when: bare CEL or one ${{ }}.
 	tpl, err := f.env.ParseExpr(fe.Items)
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("for_each.items: %w", err))
+		return nil, exprError(fmt.Errorf("for_each.items: %w", err))
 	}
 	v, err := f.env.EvalTemplate(ctx, tpl, f.vals)
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("for_each.items: %w", err))
+		return nil, exprError(fmt.Errorf("for_each.items: %w", err))
 	}
 	items, ok := v.([]any)
 	if !ok {
-		return nil, step.Permanent(fmt.Errorf("for_each.items must evaluate to a list, got %s", jsonType(v)))
+		return nil, exprError(fmt.Errorf("for_each.items must evaluate to a list, got %s", jsonType(v)))
 	}
 	if err := rs.e.cfg.Limits.CheckForEachItems(s.ID, len(items)); err != nil {
 		return nil, step.Permanent(err)
 	}
-	name := fe.ItemName()
-	env, err := f.env.With(name)
+	name, index := fe.ItemName(), fe.IndexName()
+	if index == name {
+		index = "" // a definition applied before index existed named its item "index": the item wins
+	}
+	names := []string{name}
+	if index != "" {
+		names = append(names, index)
+	}
+	env, err := f.env.With(names...)
 	if err != nil {
 		return nil, step.Permanent(err)
 	}
@@ -103,6 +113,9 @@ func (rs *runState) execForEach(ctx context.Context, f *frame, s *workflow.Step)
 				it := f.child(scopeOf(f.scope, s.ID, "item", strconv.Itoa(i)))
 				it.env = env
 				it.bind(name, items[i])
+				if index != "" {
+					it.bind(index, int64(i))
+				}
 				out, err := rs.execList(ctx, it, fe.Steps)
 				finish(i, it.delta, err)
 				if err != nil && errors.Is(err, errParked) && !rs.realStop(err) {
@@ -178,6 +191,184 @@ type laneCancelled struct{ stepID, lane string }
 
 func (c *laneCancelled) Error() string {
 	return fmt.Sprintf("cancelled: lane %s of parallel step %s failed (fail_fast)", c.lane, c.stepID)
+}
+
+// raceLost is the cancellation cause of the lanes of a race that another
+// lane won: their steps in flight end cancelled (type cancelled, step rows
+// recorded cancelled).
+type raceLost struct{ stepID, winner string }
+
+func (c *raceLost) Error() string {
+	return fmt.Sprintf("cancelled: lane %s won the race of parallel step %s", c.winner, c.stepID)
+}
+
+// execRace runs a parallel step in mode race (its `when` evaluated, its
+// row entered as try): every lane at once, each in its own frame; the
+// first lane to succeed wins. The winner is decided once: the construct's
+// completion (output {lane, output}, context changes: the winner's only)
+// is committed as soon as it is known — before the other lanes are
+// cancelled (cause raceLost: their steps in flight recorded cancelled,
+// the rest skipped, their durable waits closed) — so a resumed run
+// restores it whole. A run cut off after a lane's last step committed but
+// before the completion did finds that lane finished in its checkpoints
+// (raceFinished) and declares it the winner without running any lane; of
+// several such lanes, the one whose last checkpoint was committed first.
+//
+// When every lane failed, the step fails with the failure of the last
+// lane to fail. A lane parked at a durable wait keeps the race open: the
+// run parks once no lane is running, and the race is re-entered on wake.
+func (rs *runState) execRace(ctx context.Context, f, body *frame, s *workflow.Step, try int) (any, error) {
+	p := s.Parallel
+	names := p.LaneNames()
+	frames := make([]*frame, len(names))
+	for i, name := range names {
+		frames[i] = body.child(scopeOf(body.scope, s.ID, "lane", name))
+	}
+	lctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu       sync.Mutex
+		winner   = -1
+		result   any   // the race's output, once decided
+		decided  error // the completion's write error, when it failed
+		lastFail error
+		errs     = make([]error, len(names))
+		wg       sync.WaitGroup
+	)
+	// win commits the race's completion for lane i (under mu, once).
+	win := func(i int, out any) {
+		winner = i
+		body.merge(frames[i])
+		res := map[string]any{"lane": names[i], "output": out}
+		shaped, err := rs.shapeOutput(ctx, f, s, res)
+		if err == nil {
+			wctx, wcancel := context.WithTimeout(context.WithoutCancel(rs.root), releaseTimeout)
+			err = rs.complete(wctx, f, s, try, false, shaped, body.delta)
+			wcancel()
+		}
+		result, decided = shaped, err
+		cancel(&raceLost{stepID: s.ID, winner: names[i]})
+	}
+	run := func(i int) {
+		out, err := rs.execList(lctx, frames[i], p.Lanes[names[i]])
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			if winner < 0 {
+				win(i, out)
+			}
+			return
+		}
+		errs[i] = fmt.Errorf("lane %s: %w", names[i], err)
+		if !rs.stopping(err) {
+			lastFail = errs[i]
+		}
+	}
+	if i := rs.raceFinished(body.scope, s, names); i >= 0 {
+		run(i) // restored from its checkpoints: nothing runs
+		if winner == i {
+			// The other lanes do not run again; what an earlier execution
+			// of this attempt left open in them is cancelled.
+			for j := range names {
+				if j != i {
+					if err := rs.cancelOpen(frames[j].scope, &raceLost{stepID: s.ID, winner: names[i]}); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+	} else {
+		for i := range names {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				run(i)
+			}()
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil && rs.realStop(err) {
+			return nil, err
+		}
+	}
+	if winner < 0 {
+		err := rs.joinError(errs)
+		if errors.Is(err, errParked) {
+			return nil, err // a lane waits: the race is still open
+		}
+		if lastFail != nil {
+			err = lastFail
+		}
+		for _, fr := range frames {
+			body.merge(fr) // no rollback: what succeeded inside stays applied
+		}
+		f.set(body.delta)
+		return nil, rs.fail(f, s, try, err)
+	}
+	if decided != nil {
+		var bad unencodable
+		if !errors.As(decided, &bad) {
+			return nil, decided
+		}
+		return nil, rs.fail(f, s, try, decided)
+	}
+	// The lanes that lost and wait at a durable wait are given up.
+	lost := &raceLost{stepID: s.ID, winner: names[winner]}
+	for i, name := range names {
+		if i != winner {
+			if err := rs.closeWaiting(frames[i].scope, p.Lanes[name], lost); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return result, nil
+}
+
+// cancelOpen records as cancelled the step rows below scope that an
+// earlier execution of this attempt left open (running or waiting) and
+// that will not run again: the lanes of a race decided from checkpoints.
+func (rs *runState) cancelOpen(scope string, why error) error {
+	for _, st := range rs.found {
+		if st.Status != starflowtype.StepRunning && st.Status != starflowtype.StepWaiting {
+			continue
+		}
+		if st.ScopePath != scope && !strings.HasPrefix(st.ScopePath, scope+"/") {
+			continue
+		}
+		if err := rs.led.nodeError(rs.root, st.ScopePath, st.StepID, st.Kind, max(st.Tries, 1), why, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// raceFinished returns the lane of race s whose steps all have
+// checkpoints (it finished before the run was cut off, and the race's
+// completion was not committed), the one whose last checkpoint is oldest
+// when there are several (ties: lane name order); -1 when none did.
+func (rs *runState) raceFinished(scope string, s *workflow.Step, names []string) int {
+	best := -1
+	var bestAt time.Time
+	for i, name := range names {
+		laneScope := scopeOf(scope, s.ID, "lane", name)
+		var last time.Time
+		done := true
+		for _, st := range s.Parallel.Lanes[name] {
+			cp, ok := rs.restored[laneScope+"\x00"+st.ID]
+			if !ok {
+				done = false
+				break
+			}
+			if cp.CreatedAt.After(last) {
+				last = cp.CreatedAt
+			}
+		}
+		if done && (best < 0 || last.Before(bestAt)) {
+			best, bestAt = i, last
+		}
+	}
+	return best
 }
 
 // execParallel runs every lane at once, lane NAME in scope

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/step"
 	"github.com/starflow/starflow/workflow"
 )
@@ -44,10 +45,13 @@ func (rs *runState) execConstruct(ctx context.Context, f *frame, s *workflow.Ste
 	if s.Timeout > 0 {
 		d := time.Duration(s.Timeout)
 		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("step %s timed out after %s", s.ID, d))
+		cctx, cancel = context.WithTimeoutCause(ctx, d, stepTimeout("step %s timed out after %s", s.ID, d))
 		defer cancel()
 	}
 	body := f.child(f.scope)
+	if s.Parallel != nil && s.Parallel.Races() {
+		return rs.execRace(cctx, f, body, s, try)
+	}
 	out, err := rs.runConstruct(cctx, body, s)
 	if err == nil {
 		out, err = rs.shapeOutput(cctx, f, s, out)
@@ -82,6 +86,8 @@ func (rs *runState) runConstruct(ctx context.Context, body *frame, s *workflow.S
 		return rs.execForEach(ctx, body, s)
 	case s.Parallel != nil:
 		return rs.execParallel(ctx, body, s)
+	case s.Switch != nil:
+		return rs.execSwitch(ctx, body, s.Switch)
 	}
 	return nil, step.Permanent(fmt.Errorf("the %s construct is not executed by this version of the engine", s.Kind()))
 }
@@ -91,7 +97,7 @@ func (rs *runState) runConstruct(ctx context.Context, body *frame, s *workflow.S
 func (rs *runState) execIf(ctx context.Context, f *frame, c *workflow.If) (any, error) {
 	ok, err := rs.evalBool(ctx, f, "if.condition", c.Condition)
 	if err != nil {
-		return nil, step.Permanent(err)
+		return nil, err
 	}
 	switch {
 	case ok:
@@ -105,9 +111,12 @@ func (rs *runState) execIf(ctx context.Context, f *frame, c *workflow.If) (any, 
 // execTry runs steps, then catch when a step failed, then finally, all in
 // the construct's scope and frame (catch and finally see the context
 // changes of the steps that succeeded before the failure). catch sees the
-// failure as `error` ({message, step_id, kind, scope_path}: the step that
-// failed first, innermost, and its kind). The output is the output of
-// steps, or of catch when it caught the failure.
+// failure as `error` (the typed error of the step that failed first,
+// innermost: errorRecord), and so does catch_when, which decides whether
+// catch runs: when it is false the failure propagates unchanged, after
+// finally; when it does not evaluate, the try fails with that expression
+// error (after finally). The output is the output of steps, or of catch
+// when it caught the failure.
 //
 // finally runs after steps and catch whether they succeeded or failed,
 // but not when the run is stopping (shutdown, lost lease, operator cancel)
@@ -117,17 +126,32 @@ func (rs *runState) execIf(ctx context.Context, f *frame, c *workflow.If) (any, 
 // that first failure propagates and finally's is in the ledger.
 func (rs *runState) execTry(ctx context.Context, f *frame, t *workflow.Try) (any, error) {
 	out, err := rs.execList(ctx, f, t.Steps)
+	undecided := false // catch_when did not evaluate
 	if err != nil && t.Catch != nil && rs.catchable(ctx, err) {
-		// Steps inside that parked at a wait while a sibling failed are
-		// given up (decision 40).
-		if werr := rs.closeWaiting(f.scope, t.Steps); werr != nil {
-			return nil, werr
+		var sf *stepFailed
+		errors.As(err, &sf) // catchable: there is one
+		catch := true
+		if t.CatchWhen != nil {
+			var cerr error
+			if catch, cerr = rs.evalErrorExpr(ctx, f, "try.catch_when", t.CatchWhen, sf.info, sf.innerKind); cerr != nil {
+				// The try fails with the expression's failure; the
+				// failure it was deciding about is in its message.
+				err = fmt.Errorf("%w (deciding whether to catch: %s)", cerr, rs.led.red.Error(sf.err))
+				catch, undecided = false, true
+			}
 		}
-		restore := f.bind("error", rs.errorValue(err))
-		out, err = rs.execList(ctx, f, t.Catch)
-		restore()
+		if catch {
+			// Steps inside that parked at a wait while a sibling failed
+			// are given up (decision 40).
+			if werr := rs.closeWaiting(f.scope, t.Steps, errors.New("abandoned: the enclosing try caught a failure while this step waited")); werr != nil {
+				return nil, werr
+			}
+			restore := f.bind("error", errorRecord(sf.info, sf.innerKind))
+			out, err = rs.execList(ctx, f, t.Catch)
+			restore()
+		}
 	}
-	if t.Finally == nil || (err != nil && !rs.catchable(ctx, err)) {
+	if t.Finally == nil || (err != nil && !undecided && !rs.catchable(ctx, err)) {
 		return out, err
 	}
 	if _, ferr := rs.execList(ctx, f, t.Finally); ferr != nil && (err == nil || rs.stopping(ferr)) {
@@ -149,8 +173,14 @@ func (rs *runState) execRepeat(ctx context.Context, f *frame, s *workflow.Step) 
 	if r.MaxIterations < 1 {
 		return nil, step.Permanent(fmt.Errorf("max_iterations must be at least 1, got %d", r.MaxIterations))
 	}
+	env, err := f.env.With(workflow.IterationName)
+	if err != nil {
+		return nil, step.Permanent(err)
+	}
 	for i := 0; i < r.MaxIterations; i++ {
 		it := f.child(scopeOf(f.scope, s.ID, "iter", strconv.Itoa(i)))
+		it.env = env
+		it.bind(workflow.IterationName, int64(i))
 		out, err := rs.execList(ctx, it, r.Steps)
 		f.merge(it)
 		if err != nil {
@@ -158,13 +188,33 @@ func (rs *runState) execRepeat(ctx context.Context, f *frame, s *workflow.Step) 
 		}
 		done, err := rs.evalBool(ctx, it, "repeat_until.until", r.Until)
 		if err != nil {
-			return nil, step.Permanent(err)
+			return nil, err
 		}
 		if done {
 			return out, nil
 		}
 	}
-	return nil, step.Permanent(fmt.Errorf("max_iterations_exceeded: until was still false after %d iterations", r.MaxIterations))
+	return nil, typed(starflowtype.ErrorMaxIterationsExceeded, fmt.Errorf("max_iterations_exceeded: until was still false after %d iterations", r.MaxIterations))
+}
+
+// execSwitch runs the steps of the first case whose when is true, else
+// default (when there is one), in the construct's scope. The output is the
+// branch's output, null when no branch runs. The cases are tested again
+// when the construct is re-entered (they are deterministic, SPEC §3).
+func (rs *runState) execSwitch(ctx context.Context, f *frame, sw *workflow.Switch) (any, error) {
+	for i, c := range sw.Cases {
+		ok, err := rs.evalBool(ctx, f, fmt.Sprintf("switch.cases[%d].when", i), c.When)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return rs.execList(ctx, f, c.Steps)
+		}
+	}
+	if sw.Default != nil {
+		return rs.execList(ctx, f, sw.Default)
+	}
+	return nil, nil
 }
 
 // catchable reports whether err is a step's failure that a try may catch:
@@ -172,29 +222,4 @@ func (rs *runState) execRepeat(ctx context.Context, f *frame, s *workflow.Step) 
 func (rs *runState) catchable(ctx context.Context, err error) bool {
 	var sf *stepFailed
 	return errors.As(err, &sf) && ctx.Err() == nil && !rs.stopping(err)
-}
-
-// errorValue is what a catch sees as `error`: the innermost step failure's
-// message (scrubbed of secrets), step id, step kind and scope path, and
-// its type when the error carries one (a Type() string method, as
-// *egress.RefusedError's "egress_refused").
-func (rs *runState) errorValue(err error) map[string]any {
-	var inner *stepFailed
-	for e := err; ; {
-		var sf *stepFailed
-		if !errors.As(e, &sf) {
-			break
-		}
-		inner, e = sf, sf.err
-	}
-	v := map[string]any{"message": rs.led.red.Error(err), "step_id": "", "kind": "", "scope_path": ""}
-	if inner != nil {
-		v["message"] = rs.led.red.Error(inner.err)
-		v["step_id"], v["kind"], v["scope_path"] = inner.stepID, inner.kind, inner.scope
-	}
-	var typed interface{ Type() string }
-	if errors.As(err, &typed) {
-		v["type"] = typed.Type()
-	}
-	return v
 }

@@ -102,14 +102,34 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 	if ctx.Err() != nil || errors.Is(err, starflowtype.ErrLeaseLost) || errors.Is(err, ErrShutdown) {
 		return rs.writeFailed(ctx, err)
 	}
-	retry := !step.IsPermanent(err)
+	info, retry := rs.runRetry(ctx, err)
 	delay := backoff.Exponential(e.cfg.RunRetryMin, e.cfg.RunRetryMax, 2, run.Attempt)
-	r, werr := led.runError(ctx, err, retry, delay)
+	r, werr := led.runError(ctx, err, info, retry, delay)
 	if werr != nil {
 		return rs.writeFailed(ctx, werr)
 	}
 	log.Info("run attempt failed", "error", led.red.Error(err), "status", r.Status, "retry", retry)
 	return OutcomeFailed, nil
+}
+
+// runRetry returns the typed error of a failed attempt and whether the
+// run is retried (a new attempt): the definition's retry_on when it sets
+// one and the failure is a step's, else whether the failure is transient
+// (network, timeout, http 5xx and 429, a custom step's retryable error,
+// an error of the engine's own that is not permanent). A retry_on that
+// does not evaluate fails the run without retry, the reason logged.
+func (rs *runState) runRetry(ctx context.Context, err error) (*starflowtype.ErrorInfo, bool) {
+	info, retry := rs.runErrorInfo(err)
+	var sf *stepFailed
+	if rs.def == nil || rs.def.RetryOn == nil || rs.top == nil || !errors.As(err, &sf) {
+		return info, retry
+	}
+	ok, eerr := rs.evalErrorExpr(ctx, rs.top, "retry_on", rs.def.RetryOn, info, sf.innerKind)
+	if eerr != nil {
+		rs.log.Warn("the definition's retry_on did not evaluate; the run is not retried", "error", rs.led.red.Error(eerr))
+		return info, false
+	}
+	return info, ok
 }
 
 // park is commit boundary 3 of a durable wait (ParkRun): the lease is
@@ -212,11 +232,11 @@ func (rs *runState) execute(ctx context.Context) (any, error) {
 	}
 	tpl, err := rs.e.cfg.Expr.ParseTemplate(def.Output)
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("workflow output: %w", err))
+		return nil, exprError(fmt.Errorf("workflow output: %w", err))
 	}
 	out, err := rs.e.cfg.Expr.EvalTemplate(ctx, tpl, rs.top.vals)
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("workflow output: %w", err))
+		return nil, exprError(fmt.Errorf("workflow output: %w", err))
 	}
 	return out, nil
 }

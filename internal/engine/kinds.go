@@ -9,6 +9,7 @@ import (
 
 	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/internal/steps"
+	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/step"
 	"github.com/starflow/starflow/workflow"
 )
@@ -23,16 +24,10 @@ func (rs *runState) runKind(ctx context.Context, f *frame, s *workflow.Step, try
 	case s.ContextSet != nil:
 		return rs.contextSet(ctx, f, s)
 	case s.Fail != nil:
-		msg, err := rs.render(ctx, f, "fail message", s.Fail.Message)
-		if err != nil {
-			return nil, nil, err
-		}
-		text, ok := msg.(string)
-		if !ok {
-			b, _ := json.Marshal(msg)
-			text = string(b)
-		}
-		return nil, nil, step.Permanent(errors.New(text))
+		return nil, nil, rs.failStep(ctx, f, s.Fail)
+	case s.Pass != nil:
+		out, err := rs.render(ctx, f, "pass", s.Pass.Value)
+		return out, nil, err
 	case s.ServiceCall != nil:
 		out, err := rs.serviceCall(ctx, f, s)
 		return out, nil, err
@@ -47,6 +42,46 @@ func (rs *runState) runKind(ctx context.Context, f *frame, s *workflow.Step, try
 		return out, nil, err
 	}
 	return nil, nil, step.Permanent(fmt.Errorf("step %s has no kind this engine can execute", s.ID))
+}
+
+// failStep renders a fail step's typed error: message, type (default
+// fail) and details. It is not retried by default, whatever its type (a
+// fail step fails the same way every time).
+func (rs *runState) failStep(ctx context.Context, f *frame, fl *workflow.Fail) error {
+	msg, err := rs.render(ctx, f, "fail.message", fl.Message)
+	if err != nil {
+		return err
+	}
+	text, ok := msg.(string)
+	if !ok {
+		b, _ := json.Marshal(msg)
+		text = string(b)
+	}
+	info := starflowtype.ErrorInfo{Type: starflowtype.ErrorFail, Message: text}
+	if fl.Type != "" {
+		t, err := rs.render(ctx, f, "fail.type", fl.Type)
+		if err != nil {
+			return err
+		}
+		ts, isString := t.(string)
+		switch {
+		case t == nil || ts == "" && isString: // the default type
+		case !isString:
+			return exprError(fmt.Errorf("fail.type must yield a string, got %s", jsonType(t)))
+		case !workflow.ValidErrorType(ts):
+			return exprError(fmt.Errorf("fail.type %q is not an error type: it must match [A-Za-z_][A-Za-z0-9_.:-]* and be at most 128 characters", ts))
+		default:
+			info.Type = ts
+		}
+	}
+	if fl.Details != nil {
+		d, err := rs.render(ctx, f, "fail.details", fl.Details)
+		if err != nil {
+			return err
+		}
+		info.Details = d
+	}
+	return &typedError{info: info, err: step.Permanent(errors.New(text))}
 }
 
 // contextSet evaluates every value first, then sets them all: the output
@@ -156,6 +191,9 @@ func (rs *runState) custom(ctx context.Context, f *frame, s *workflow.Step, try 
 	}
 	out, err := callHandler(ctx, fn, req)
 	if err != nil {
+		if step.IsPermanent(err) {
+			return nil, final{err} // no retry_on retries it
+		}
 		return nil, err
 	}
 	// Normalise to plain JSON values so CEL and checkpoints see the same

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/internal/redact"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
@@ -75,8 +76,11 @@ func (l *ledger) nodeComplete(ctx context.Context, scope, stepID, kind string, t
 		Output: out, Context: d, WithStart: withStart, Kind: kind})
 }
 
-func (l *ledger) nodeError(ctx context.Context, scope, stepID, kind string, try int, err error) error {
-	return l.store.OnNodeError(ctx, &state.NodeErrorParams{StepKey: l.key(scope, stepID), Lease: l.lease, Kind: kind, Try: try, Error: l.red.Error(err)})
+// nodeError records a step instance's terminal failure; cancelled records
+// it cancelled instead (a lane that lost its race).
+func (l *ledger) nodeError(ctx context.Context, scope, stepID, kind string, try int, err error, cancelled bool) error {
+	return l.store.OnNodeError(ctx, &state.NodeErrorParams{StepKey: l.key(scope, stepID), Lease: l.lease, Kind: kind, Try: try,
+		Error: l.red.Error(err), Cancelled: cancelled})
 }
 
 func (l *ledger) nodeSkipped(ctx context.Context, scope, stepID, kind, reason string) error {
@@ -95,8 +99,19 @@ func (l *ledger) runComplete(ctx context.Context, output any) (*starflowtype.Run
 	return l.store.OnRunComplete(ctx, &state.RunCompleteParams{RunID: l.runID, Lease: l.lease, Output: out})
 }
 
-func (l *ledger) runError(ctx context.Context, err error, retry bool, backoff time.Duration) (*starflowtype.Run, error) {
-	return l.store.OnRunError(ctx, &state.RunErrorParams{RunID: l.runID, Lease: l.lease, Error: l.red.Error(err), Retry: retry, Backoff: backoff})
+// runError records a failed attempt: its message, its typed error
+// (already scrubbed; nil: none) and whether it is retried.
+func (l *ledger) runError(ctx context.Context, err error, info *starflowtype.ErrorInfo, retry bool, backoff time.Duration) (*starflowtype.Run, error) {
+	var detail json.RawMessage
+	if info != nil {
+		if b, jerr := json.Marshal(info); jerr == nil {
+			if v, derr := jsonvalue.Decode(b); derr == nil {
+				detail, _ = l.red.JSON(v) // plain values: the redactor walks maps, not structs
+			}
+		}
+	}
+	return l.store.OnRunError(ctx, &state.RunErrorParams{RunID: l.runID, Lease: l.lease, Error: l.red.Error(err), ErrorJSON: detail,
+		Retry: retry, Backoff: backoff})
 }
 
 func (l *ledger) runCancelled(ctx context.Context) (*starflowtype.Run, error) {

@@ -24,6 +24,12 @@ const releaseTimeout = 5 * time.Second
 type stepFailed struct {
 	stepID, kind, scope string
 	err                 error
+	// info is the typed error of the step that failed first (this one,
+	// or the innermost step inside it), scrubbed; innerKind is that
+	// step's kind, retryable whether its failure is transient by default.
+	info      *starflowtype.ErrorInfo
+	innerKind string
+	retryable bool
 }
 
 func (f *stepFailed) Error() string { return fmt.Sprintf("step %s: %v", f.stepID, f.err) }
@@ -154,7 +160,7 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 	if s.When != nil {
 		ok, err := rs.evalBool(ctx, f, "when", s.When)
 		if err != nil {
-			return nil, rs.fail(f, s, 0, step.Permanent(err))
+			return nil, rs.fail(f, s, 0, exprError(err))
 		}
 		if !ok {
 			f.steps[s.ID] = map[string]any{"status": string(starflowtype.StepSkipped)}
@@ -189,7 +195,7 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 				return nil, err
 			}
 		}
-		tctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("step timed out after %s", timeout))
+		tctx, cancel := context.WithTimeoutCause(ctx, timeout, stepTimeout("step timed out after %s", timeout))
 		raw, delta, err := rs.runKind(tctx, f, s, try)
 		if err == nil {
 			var out any
@@ -232,7 +238,11 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 			// cause, without retrying.
 			return nil, rs.fail(f, s, try, cause)
 		}
-		if !step.IsPermanent(err) && n < policy.maxTries {
+		retry, rerr := rs.shouldRetry(ctx, f, s, policy, err, n)
+		if rerr != nil {
+			return nil, rs.fail(f, s, try, rerr)
+		}
+		if retry {
 			d := policy.delay(n)
 			if werr := rs.led.nodeRetry(rs.root, scope, s.ID, try, err, d); werr != nil {
 				return nil, werr
@@ -252,12 +262,22 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 
 // fail records a step instance's terminal failure and returns it as a
 // stepFailed (or the ledger's error when that cannot be written).
+//
+// A step cancelled because its race was lost (raceLost) is recorded
+// cancelled, not failed.
 func (rs *runState) fail(f *frame, s *workflow.Step, try int, err error) error {
-	if werr := rs.led.nodeError(rs.root, f.scope, s.ID, s.Kind(), try, err); werr != nil {
+	var lost *raceLost
+	cancelled := errors.As(err, &lost)
+	if werr := rs.led.nodeError(rs.root, f.scope, s.ID, s.Kind(), try, err, cancelled); werr != nil {
 		return werr
 	}
-	f.steps[s.ID] = map[string]any{"status": string(starflowtype.StepFailed), "error": rs.led.red.Error(err)}
-	return &stepFailed{stepID: s.ID, kind: s.Kind(), scope: f.scope, err: err}
+	status := starflowtype.StepFailed
+	if cancelled {
+		status = starflowtype.StepCancelled
+	}
+	f.steps[s.ID] = map[string]any{"status": string(status), "error": rs.led.red.Error(err)}
+	info, kind, retryable := rs.stepError(s.ID, s.Kind(), f.scope, err)
+	return &stepFailed{stepID: s.ID, kind: s.Kind(), scope: f.scope, err: err, info: info, innerKind: kind, retryable: retryable}
 }
 
 // startLate writes the start of a pure step's try that did not succeed
@@ -321,15 +341,15 @@ func (rs *runState) recordPhase(ctx context.Context, f *frame) error {
 func (rs *runState) evalBool(ctx context.Context, f *frame, what string, v any) (bool, error) {
 	tpl, err := f.env.ParseExpr(v)
 	if err != nil {
-		return false, fmt.Errorf("%s: %w", what, err)
+		return false, exprError(fmt.Errorf("%s: %w", what, err))
 	}
 	x, err := f.env.EvalTemplate(ctx, tpl, f.vals)
 	if err != nil {
-		return false, fmt.Errorf("%s: %w", what, err)
+		return false, exprError(fmt.Errorf("%s: %w", what, err))
 	}
 	b, ok := x.(bool)
 	if !ok {
-		return false, fmt.Errorf("%s must be a boolean, got %T", what, x)
+		return false, exprError(fmt.Errorf("%s must be a boolean, got %s", what, jsonType(x)))
 	}
 	return b, nil
 }
@@ -341,7 +361,7 @@ func (rs *runState) shapeOutput(ctx context.Context, f *frame, s *workflow.Step,
 	}
 	tpl, err := f.env.ParseTemplate(s.Output)
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("output: %w", err))
+		return nil, exprError(fmt.Errorf("output: %w", err))
 	}
 	vars := make(map[string]any, len(f.vals)+1)
 	for k, v := range f.vals {
@@ -350,7 +370,7 @@ func (rs *runState) shapeOutput(ctx context.Context, f *frame, s *workflow.Step,
 	vars["output"] = raw
 	out, err := f.env.EvalTemplate(ctx, tpl, vars)
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("output: %w", err))
+		return nil, exprError(fmt.Errorf("output: %w", err))
 	}
 	return out, nil
 }
@@ -360,11 +380,11 @@ func (rs *runState) shapeOutput(ctx context.Context, f *frame, s *workflow.Step,
 func (rs *runState) render(ctx context.Context, f *frame, what string, v any) (any, error) {
 	tpl, err := f.env.ParseTemplate(v)
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("%s: %w", what, err))
+		return nil, exprError(fmt.Errorf("%s: %w", what, err))
 	}
 	out, err := f.env.EvalTemplate(ctx, tpl, f.vals)
 	if err != nil {
-		return nil, step.Permanent(fmt.Errorf("%s: %w", what, err))
+		return nil, exprError(fmt.Errorf("%s: %w", what, err))
 	}
 	return out, nil
 }

@@ -92,7 +92,7 @@ func (rs *runState) execWait(ctx context.Context, f *frame, s *workflow.Step) (a
 			return rs.finishWait(ctx, f, s, w)
 		case starflowtype.WaitCancelled:
 			try := max(rs.openTry(f.scope, s.ID), 1)
-			return nil, rs.fail(f, s, try, step.Permanent(fmt.Errorf("wait %s was cancelled", w.ID)))
+			return nil, rs.fail(f, s, try, typed(starflowtype.ErrorCancelled, fmt.Errorf("wait %s was cancelled", w.ID)))
 		}
 	}
 	return nil, rs.enterDurableWait(ctx, f, s, w)
@@ -121,11 +121,7 @@ func (rs *runState) finishWait(ctx context.Context, f *frame, s *workflow.Step, 
 		m, _ := payload.(map[string]any)
 		status, _ := m["status"].(string)
 		if status != string(starflowtype.RunSucceeded) {
-			msg, _ := m["error"].(string)
-			if msg == "" {
-				msg = "no error message"
-			}
-			return nil, rs.fail(f, s, try, step.Permanent(fmt.Errorf("child run %v of workflow %s ended %s: %s", m["run_id"], s.WorkflowCall.Workflow, orUnknown(status), msg)))
+			return nil, rs.fail(f, s, try, childFailed(s.WorkflowCall.Workflow, status, m))
 		}
 		payload = m["output"]
 	}
@@ -143,6 +139,33 @@ func (rs *runState) finishWait(ctx context.Context, f *frame, s *workflow.Step, 
 		return nil, err
 	}
 	return out, nil
+}
+
+// childFailed is the failure of a workflow_call whose child run did not
+// succeed: type child_failed, its cause the child's own typed error (from
+// the end payload's error_detail; a child without one — cancelled, or
+// ended before typed errors — gets a cause of type cancelled or error
+// with the child's message).
+func childFailed(workflowName, status string, m map[string]any) error {
+	msg, _ := m["error"].(string)
+	if msg == "" {
+		msg = "no error message"
+	}
+	err := step.Permanent(fmt.Errorf("child run %v of workflow %s ended %s: %s", m["run_id"], workflowName, orUnknown(status), msg))
+	var cause *starflowtype.ErrorInfo
+	if detail, ok := m["error_detail"].(map[string]any); ok {
+		if b, jerr := jsonvalue.Encode(detail); jerr == nil {
+			cause = starflowtype.ParseErrorInfo(b)
+		}
+	}
+	if cause == nil {
+		typ := starflowtype.ErrorUntyped
+		if status == string(starflowtype.RunCancelled) {
+			typ = starflowtype.ErrorCancelled
+		}
+		cause = &starflowtype.ErrorInfo{Type: typ, Message: msg}
+	}
+	return &typedError{info: starflowtype.ErrorInfo{Type: starflowtype.ErrorChildFailed, Cause: cause}, err: err}
 }
 
 func orUnknown(s string) string {
@@ -297,7 +320,10 @@ type waitingStep struct {
 // caught a sibling's failure, so the run goes on without them. Their step
 // rows must not stay waiting — a later wake of their wait would otherwise
 // make ParkRun re-queue the run for a step that never runs again.
-func (rs *runState) closeWaiting(scope string, list []*workflow.Step) error {
+//
+// A race closes the waits of the lanes that lost it the same way, recorded
+// cancelled (why says so).
+func (rs *runState) closeWaiting(scope string, list []*workflow.Step, why error) error {
 	inside := map[string]bool{}
 	var walk func([]*workflow.Step)
 	walk = func(l []*workflow.Step) {
@@ -322,9 +348,10 @@ func (rs *runState) closeWaiting(scope string, list []*workflow.Step) error {
 	}
 	rs.waiting = kept
 	rs.mu.Unlock()
+	var lost *raceLost
+	cancelled := errors.As(why, &lost)
 	for _, w := range closing {
-		err := errors.New("abandoned: the enclosing try caught a failure while this step waited")
-		if werr := rs.led.nodeError(rs.root, w.scope, w.stepID, w.kind, w.try, err); werr != nil {
+		if werr := rs.led.nodeError(rs.root, w.scope, w.stepID, w.kind, w.try, why, cancelled); werr != nil {
 			return werr
 		}
 	}
@@ -502,11 +529,14 @@ func (rs *runState) childParams(ctx context.Context, f *frame, s *workflow.Step)
 			return nil, err
 		}
 		if _, ok := input.(map[string]any); !ok {
-			return nil, step.Permanent(fmt.Errorf("workflow_call.input must yield an object, got %s", jsonType(input)))
+			return nil, typed(starflowtype.ErrorInputInvalid, fmt.Errorf("workflow_call.input must yield an object, got %s", jsonType(input)))
 		}
 	}
+	if input, _, err = def.ApplyDefaults(input); err != nil {
+		return nil, typed(starflowtype.ErrorInputInvalid, fmt.Errorf("workflow_call: child %s: %w", c.Workflow, err))
+	}
 	if err := def.ValidateInput(input); err != nil {
-		return nil, step.Permanent(fmt.Errorf("workflow_call: child %s: %w", c.Workflow, err))
+		return nil, typed(starflowtype.ErrorInputInvalid, fmt.Errorf("workflow_call: child %s: %w", c.Workflow, err))
 	}
 	raw, err := rs.led.json(input)
 	if err != nil {
