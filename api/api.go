@@ -106,15 +106,68 @@ type EnqueueRequest struct {
 	Revision     string                    `json:"revision,omitempty" maxLength:"64" doc:"A stored revision (sha256 hex); default the current one."`
 }
 
-// RunView is a run as GET /api/runs/{id} and the run listings answer it:
-// every field of the workflow_runs row (starflowtype.Run, in place) and
-// Stuck, its why-stuck reason ({reason, since, detail}; see
-// starflowtype.Stuck and docs/api.md), computed from the cold store when
-// the answer was made. Stuck is absent when the run is not stuck: it
-// ended, or it runs under a fresh lease.
+// RunView is a run as GET /api/runs/{id}, the run listings and the ledger
+// answer it: every field of the workflow_runs row (starflowtype.Run, in
+// place) but its error, which is the typed error object (Error:
+// {type, message, step_id, scope_path, status, body, cause, details};
+// workflow_runs.error keeps its message), and Stuck, its why-stuck reason
+// ({reason, since, detail}; see starflowtype.Stuck and docs/api.md),
+// computed from the cold store when the answer was made. Stuck is absent
+// when the run is not stuck: it ended, or it runs under a fresh lease.
+// Build one with NewRunView.
 type RunView struct {
 	*starflowtype.Run
-	Stuck *starflowtype.Stuck `json:"stuck,omitempty" doc:"Why the run is not moving on its own (absent when it ended, or runs under a fresh lease): reason, since (RFC 3339) and detail (a message and the reason's fields)."`
+	Error *starflowtype.ErrorInfo `json:"error,omitempty" doc:"The run's typed error, absent while it has none: type (http, network, timeout, expression, egress_refused, input_invalid, max_iterations_exceeded, child_failed, cancelled, fail, error, or a custom step's type), message, and where they apply step_id, scope_path, status, body, cause (a child run's error) and details."`
+	Stuck *starflowtype.Stuck     `json:"stuck,omitempty" doc:"Why the run is not moving on its own (absent when it ended, or runs under a fresh lease): reason, since (RFC 3339) and detail (a message and the reason's fields)."`
+}
+
+// NewRunView returns the view of run r with its why-stuck reason (nil:
+// none). Error is the stored error object (workflow_runs.error_json), or,
+// for an error recorded without one (the sweep's, an operator's, a run
+// failed before typed errors), {type: "error", message: the error text}.
+func NewRunView(r *starflowtype.Run, stuck *starflowtype.Stuck) *RunView {
+	v := &RunView{Run: r, Stuck: stuck}
+	if r == nil {
+		return v
+	}
+	if v.Error = starflowtype.ParseErrorInfo(r.ErrorDetail); v.Error == nil && r.Error != "" {
+		v.Error = &starflowtype.ErrorInfo{Type: starflowtype.ErrorUntyped, Message: r.Error}
+	}
+	return v
+}
+
+// UnmarshalJSON reads a view and gives its Run the error it shows: the
+// object as ErrorDetail and, when the text is absent, its message as
+// Error, so code that reads the Run (the CLI on a remote server) sees
+// the run's error.
+func (v *RunView) UnmarshalJSON(b []byte) error {
+	type plain RunView
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*v = RunView(p)
+	if v.Run != nil && v.Error != nil {
+		v.Run.ErrorDetail, _ = json.Marshal(v.Error)
+		if v.Run.Error == "" {
+			v.Run.Error = v.Error.Message
+		}
+	}
+	return nil
+}
+
+// ErrorLine is the run's error on one line, the same from the store and
+// from a server: "step <step_id>: <message>" of its typed error (the
+// step that failed first), its message alone for an error that is not a
+// step's, "" when the run has no error.
+func (v *RunView) ErrorLine() string {
+	switch {
+	case v.Error == nil:
+		return ""
+	case v.Error.StepID != "":
+		return "step " + v.Error.StepID + ": " + v.Error.Message
+	}
+	return v.Error.Message
 }
 
 // RunList is a page of runs: GET /api/runs, GET /api/dead-letters,
@@ -128,7 +181,7 @@ type RunList struct {
 // Ledger is the body of GET /api/runs/{id}/ledger (seed 003): the run,
 // its step rows (every attempt, in start order) and its events (id order).
 type Ledger struct {
-	Run    *starflowtype.Run     `json:"run"`
+	Run    *RunView              `json:"run"`
 	Steps  []*starflowtype.Step  `json:"steps"`
 	Events []*starflowtype.Event `json:"events"`
 }

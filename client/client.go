@@ -230,9 +230,12 @@ func (c *Client) Enqueue(ctx context.Context, workflow string, o EnqueueOptions)
 	if o.IdempotencyKey != "" {
 		h.Set("Idempotency-Key", o.IdempotencyKey)
 	}
-	run = &starflowtype.Run{}
-	status, err := c.do(ctx, http.MethodPost, "/run/"+esc(workflow)+"/enqueue", nil, h, o.EnqueueRequest, "", run)
-	return run, status == http.StatusCreated, err
+	view := &api.RunView{}
+	status, err := c.do(ctx, http.MethodPost, "/run/"+esc(workflow)+"/enqueue", nil, h, o.EnqueueRequest, "", view)
+	if view.Run == nil {
+		view.Run = &starflowtype.Run{}
+	}
+	return view.Run, status == http.StatusCreated, err
 }
 
 // ListRunsOptions filters GET /api/runs. Zero fields are "any".
@@ -341,26 +344,26 @@ func (c *Client) Children(ctx context.Context, id string, limit int, cursor stri
 // Resume queues a stopped run again (admin): mode resume or replay,
 // revision pinned or current ("" for the defaults).
 func (c *Client) Resume(ctx context.Context, id string, mode starflowtype.RecoveryMode, revision string) (*starflowtype.Run, error) {
-	out := &starflowtype.Run{}
-	return out, c.post(ctx, "/api/runs/"+esc(id)+"/resume", api.ResumeRequest{Mode: mode, Revision: revision}, out)
+	out := &api.RunView{}
+	return out.Run, c.post(ctx, "/api/runs/"+esc(id)+"/resume", api.ResumeRequest{Mode: mode, Revision: revision}, out)
 }
 
 // Cancel cancels a run (operator).
 func (c *Client) Cancel(ctx context.Context, id string) (*starflowtype.Run, error) {
-	out := &starflowtype.Run{}
-	return out, c.post(ctx, "/api/runs/"+esc(id)+"/cancel", nil, out)
+	out := &api.RunView{}
+	return out.Run, c.post(ctx, "/api/runs/"+esc(id)+"/cancel", nil, out)
 }
 
 // Retrigger replays a run as a new attempt (operator).
 func (c *Client) Retrigger(ctx context.Context, id string) (*starflowtype.Run, error) {
-	out := &starflowtype.Run{}
-	return out, c.post(ctx, "/api/runs/"+esc(id)+"/retrigger", nil, out)
+	out := &api.RunView{}
+	return out.Run, c.post(ctx, "/api/runs/"+esc(id)+"/retrigger", nil, out)
 }
 
 // Redrive queues a dead-lettered run again (operator).
 func (c *Client) Redrive(ctx context.Context, id string) (*starflowtype.Run, error) {
-	out := &starflowtype.Run{}
-	return out, c.post(ctx, "/api/dead-letters/"+esc(id)+"/redrive", nil, out)
+	out := &api.RunView{}
+	return out.Run, c.post(ctx, "/api/dead-letters/"+esc(id)+"/redrive", nil, out)
 }
 
 // Signal sends signal name with payload (nil: null) to a run (operator).

@@ -48,8 +48,10 @@ type Run struct {
 	// ErrorDetail is the run's error as a typed object (an ErrorInfo's
 	// JSON, scrubbed; workflow_runs.error_json): written with Error by
 	// OnRunError and cleared with it; nil when the error has none (a
-	// runner lost by the sweep) or the run has no error.
-	ErrorDetail     json.RawMessage `json:"error_detail,omitempty"`
+	// runner lost by the sweep) or the run has no error. It is not part
+	// of a Run's JSON: the API shows a run as api.RunView, whose `error`
+	// is this object.
+	ErrorDetail     json.RawMessage `json:"-"`
 	DeadLettered    bool            `json:"dead_lettered"`
 	CancelRequested bool            `json:"cancel_requested"`
 	CreatedAt       time.Time       `json:"created_at"`

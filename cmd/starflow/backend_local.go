@@ -125,7 +125,7 @@ func (l *localBackend) listRuns(ctx context.Context, p *state.ListRunsParams) ([
 	}
 	out := make([]*api.RunView, len(runs))
 	for i, r := range runs {
-		out[i] = &api.RunView{Run: r, Stuck: stuck[r.ID]}
+		out[i] = api.NewRunView(r, stuck[r.ID])
 	}
 	return out, nil
 }

@@ -63,7 +63,7 @@ the runs of its key's workspace (and env): another's run is "no run with id".`,
 			tw := newTable(os.Stdout, "ID", "WORKFLOW", "STATUS", "ATTEMPT", "CREATED", "DURATION", "STUCK", "ERROR")
 			for _, r := range runs {
 				tw.row(r.ID, r.WorkflowName, string(r.Status), fmt.Sprint(r.Attempt), fmtTime(r.CreatedAt), runDuration(r.Run),
-					stuckReason(r.Stuck), short(r.Error, 60))
+					stuckReason(r.Stuck), short(r.ErrorLine(), 60))
 			}
 			return tw.flush()
 		},
@@ -82,8 +82,9 @@ the runs of its key's workspace (and env): another's run is "no run with id".`,
 				if err != nil {
 					return err
 				}
+				view := api.NewRunView(r, stuck)
 				if asJSON {
-					return printJSON(&api.RunView{Run: r, Stuck: stuck})
+					return printJSON(view)
 				}
 				tw := newTable(os.Stdout)
 				rows := [][2]string{
@@ -96,7 +97,8 @@ the runs of its key's workspace (and env): another's run is "no run with id".`,
 					{"attempt_started_at", fmtTime(r.AttemptStartedAt)},
 					{"completed_at", fmtTime(r.CompletedAt)}, {"duration", runDuration(r)},
 					{"phase", r.Phase}, {"dead_lettered", fmt.Sprint(r.DeadLettered)},
-					{"input", compactJSON(r.Input)}, {"output", compactJSON(r.Output)}, {"error", r.Error},
+					{"input", compactJSON(r.Input)}, {"output", compactJSON(r.Output)}, {"error", view.ErrorLine()},
+					{"error_type", errorType(view.Error)},
 				}
 				if r.Status == starflowtype.RunPaused {
 					// What it waits for, after claim_state.
@@ -143,7 +145,7 @@ the runs of its key's workspace (and env): another's run is "no run with id".`,
 					return err
 				}
 				if asJSON {
-					return printJSON(map[string]any{"run": r, "steps": orEmptySlice(steps), "checkpoints": orEmptySlice(cps)})
+					return printJSON(map[string]any{"run": api.NewRunView(r, nil), "steps": orEmptySlice(steps), "checkpoints": orEmptySlice(cps)})
 				}
 				fmt.Printf("run %s  %s  %s  attempt %d\n", r.ID, termSafe(r.WorkflowName), r.Status, r.Attempt)
 				tw := newTable(os.Stdout, "ATTEMPT", "SCOPE", "STEP", "KIND", "STATUS", "TRIES", "DURATION", "ERROR")
@@ -287,6 +289,22 @@ func fmtMS(ms int64) string {
 		return "0s"
 	}
 	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+// errorType is a typed error's type, with its status (http) and its
+// cause's type (child_failed): "http 404", "child_failed ← OutOfStock".
+func errorType(e *starflowtype.ErrorInfo) string {
+	if e == nil {
+		return ""
+	}
+	s := e.Type
+	if e.Status != 0 {
+		s += fmt.Sprintf(" %d", e.Status)
+	}
+	for c := e.Cause; c != nil; c = c.Cause {
+		s += " ← " + c.Type
+	}
+	return s
 }
 
 func short(s string, n int) string {

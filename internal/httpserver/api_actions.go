@@ -42,7 +42,7 @@ func (s *apiServer) registerActions() {
 			if err != nil {
 				return nil, s.fail(err)
 			}
-			return &runOutput{Status: http.StatusOK, Body: r}, nil
+			return &runOutput{Status: http.StatusOK, Body: api.NewRunView(r, nil)}, nil
 		})
 	huma.Register(s.api, withErrors(op("cancel-run", http.MethodPost, "/api/runs/{id}/cancel", starflowtype.RoleOperator,
 		"Cancel a run: at once when it is not executing, at its next step boundary when it is", "actions"),
@@ -115,7 +115,7 @@ func (s *apiServer) registerActions() {
 			if err != nil {
 				return nil, s.fail(err)
 			}
-			return &runOutput{Status: http.StatusOK, Body: out}, nil
+			return &runOutput{Status: http.StatusOK, Body: api.NewRunView(out, nil)}, nil
 		})
 }
 
@@ -131,7 +131,7 @@ func (s *apiServer) act(ctx context.Context, id string, f func(context.Context, 
 	if err != nil {
 		return nil, s.fail(err)
 	}
-	return &runOutput{Status: http.StatusOK, Body: r}, nil
+	return &runOutput{Status: http.StatusOK, Body: api.NewRunView(r, nil)}, nil
 }
 
 func signalAnswer(res *state.SignalResult) *signalOutput {

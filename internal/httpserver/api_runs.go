@@ -27,7 +27,7 @@ type RunIDParam struct {
 
 type runOutput struct {
 	Status int
-	Body   *starflowtype.Run
+	Body   *api.RunView
 }
 type runDetailOutput struct{ Body *api.RunView }
 type runListOutput struct{ Body *api.RunList }
@@ -74,7 +74,7 @@ func (s *apiServer) registerRuns() {
 		o.Responses = map[string]*huma.Response{"200": {
 			Description: "An idempotent repeat (the Idempotency-Key was used before with the same request): the first run.",
 			Content: map[string]*huma.MediaType{"application/json": {
-				Schema: s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[starflowtype.Run](), true, "Run"),
+				Schema: s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[api.RunView](), true, "RunView"),
 			}},
 		}}
 	}),
@@ -129,7 +129,7 @@ func (s *apiServer) registerRuns() {
 			if err != nil {
 				return nil, s.fail(err)
 			}
-			return &ledgerOutput{&api.Ledger{Run: r, Steps: nonNil(steps), Events: nonNil(events)}}, nil
+			return &ledgerOutput{&api.Ledger{Run: api.NewRunView(r, nil), Steps: nonNil(steps), Events: nonNil(events)}}, nil
 		})
 	huma.Register(s.api, withErrors(op("list-run-events", http.MethodGet, "/api/runs/{id}/events", starflowtype.RoleViewer,
 		"List a run's events after an id, oldest first", "runs"), http.StatusNotFound),
@@ -240,7 +240,7 @@ func (s *apiServer) enqueue(ctx context.Context, in *enqueueInput) (*runOutput, 
 		}
 		status = http.StatusOK
 	}
-	return &runOutput{Status: status, Body: r}, nil
+	return &runOutput{Status: status, Body: api.NewRunView(r, nil)}, nil
 }
 
 // listRuns answers one page of a run listing.
@@ -289,7 +289,7 @@ func (s *apiServer) withStuck(ctx context.Context, runs []*starflowtype.Run) ([]
 	}
 	out := make([]*api.RunView, len(runs))
 	for i, r := range runs {
-		out[i] = &api.RunView{Run: r, Stuck: stuck[r.ID]}
+		out[i] = api.NewRunView(r, stuck[r.ID])
 	}
 	return out, nil
 }

@@ -261,6 +261,23 @@ async function pageSignIn(main) {
 
 // ---- runs list -------------------------------------------------------
 
+// errorText is a run's error message: its typed error's (an older
+// server's string as it is).
+function errorText(e) {
+  if (!e) return '';
+  return typeof e === 'string' ? e : (e.message || '');
+}
+
+// errorWhere is a typed error's type and origin: "http 404 at step get
+// (scope checkout.item_2)", and its cause's type for a child_failed.
+function errorWhere(e) {
+  let s = e.type || 'error';
+  if (e.status) s += ' ' + e.status;
+  if (e.step_id) s += ` at step ${e.step_id}` + (e.scope_path ? ` (scope ${e.scope_path})` : '');
+  if (e.cause && e.cause.type) s += ` · cause: ${e.cause.type}` + (e.cause.message ? ` (${e.cause.message})` : '');
+  return s;
+}
+
 function stuckText(s) {
   if (!s) return '';
   const d = s.detail || {};
@@ -331,7 +348,7 @@ async function pageRuns(main) {
     h('td', {}, link(`/runs/${r.id}`, h('span', { class: 'id', title: r.id }, short(r.id)))),
     h('td', {}, r.workflow_name),
     h('td', { class: 'status' }, runBadges(r)),
-    h('td', { class: 'why muted', 'data-reason': r.stuck ? r.stuck.reason : null }, r.stuck ? stuckText(r.stuck) : (r.error ? h('span', { class: 'mono err' }, r.error.slice(0, 160)) : '')),
+    h('td', { class: 'why muted', 'data-reason': r.stuck ? r.stuck.reason : null }, r.stuck ? stuckText(r.stuck) : (r.error ? h('span', { class: 'mono err' }, errorText(r.error).slice(0, 160)) : '')),
     h('td', {}, `${r.attempt}/${r.max_attempts}`),
     h('td', { title: r.created_at, class: 'nowrap' }, fmtShort(r.created_at)),
     h('td', { class: 'nowrap' }, r.duration_ms ? fmtDur(r.duration_ms) : (r.status === 'running' && r.attempt_started_at ? h('span', { title: 'running for' }, ago(r.attempt_started_at).replace(' ago', '')) : '')));
@@ -496,7 +513,7 @@ async function pageRun(main, id) {
       replace(main, head, stuckBox, actions, progressBox, waitsBox, graphBox, ganttBox, ledgerBox, ioBox, familyBox, eventsBox);
       if (main.isConnected && location.pathname !== `/runs/${r.id}`) history.replaceState(null, '', `/runs/${r.id}`);
     }
-    if (changed('head', [r.status, r.attempt, r.phase, r.dead_lettered, r.cancel_requested, r.error, r.stuck, r.updated_at])) {
+    if (changed('head', [r.status, r.attempt, r.phase, r.dead_lettered, r.cancel_requested, JSON.stringify(r.error || null), r.stuck, r.updated_at])) {
       renderHead(head, r);
       renderStuck(stuckBox, r);
       renderActions(actions, r, load);
@@ -508,7 +525,7 @@ async function pageRun(main, id) {
     if (changed('graph', `${spec && def.revision}|${stepsSig}`)) renderGraphSection(graphBox, spec, steps, r);
     if (changed('gantt', `${events.length}|${stepsSig}`)) renderGantt(ganttBox, steps, events, r);
     if (changed('ledger', `${(cps.checkpoints || []).length}|${stepsSig}`)) renderLedger(ledgerBox, steps, cps.checkpoints || []);
-    if (changed('io', [r.input, r.output, r.error])) renderIO(ioBox, r);
+    if (changed('io', [r.input, r.output, JSON.stringify(r.error || null)])) renderIO(ioBox, r);
     if (changed('family', [r.parent_run_id, kids.runs])) renderFamily(familyBox, r, kids.runs || []);
     if (changed('events', events.length)) renderEvents(eventsBox, events);
     markReady(main, 'run', r.status);
@@ -577,7 +594,8 @@ function renderHead(el, r) {
       kv('Created', fmtTime(r.created_at)),
       r.started_at ? kv('Started', fmtTime(r.started_at)) : null,
       r.completed_at ? kv('Completed', `${fmtTime(r.completed_at)} · ${r.attempt > 1 ? `attempt ${r.attempt} took` : 'took'} ${fmtDur(r.duration_ms)}${r.attempt > 1 && r.started_at ? ` (${fmtDur(new Date(r.completed_at) - new Date(r.started_at))} since the first start)` : ''}`) : null,
-      r.error ? kv('Error', h('span', { class: 'mono' }, r.error)) : null)));
+      r.error ? kv('Error', h('span', { class: 'mono' }, errorText(r.error))) : null,
+      r.error && typeof r.error === 'object' ? kv('Error type', h('span', { class: 'mono', 'data-error-type': r.error.type }, errorWhere(r.error))) : null)));
 }
 function kv(k, v) { return [h('dt', {}, k), h('dd', {}, v)]; }
 
@@ -1093,7 +1111,7 @@ async function pageDeadLetters(main) {
     runs.length ? h('div', { class: 'table-wrap' }, h('table', {}, h('thead', {}, h('tr', {}, ['Run', 'Workflow', 'Status', 'Attempts', 'Error', 'Ended', ''].map((c) => h('th', {}, c)))),
       h('tbody', {}, runs.map((r) => h('tr', { 'data-run': r.id },
         h('td', {}, link(`/runs/${r.id}`, h('span', { class: 'id' }, short(r.id)))), h('td', {}, r.workflow_name), h('td', {}, runBadges(r)),
-        h('td', {}, `${r.attempt}/${r.max_attempts}`), h('td', { class: 'mono' }, (r.error || '').slice(0, 200)), h('td', {}, fmtTime(r.completed_at || r.updated_at)),
+        h('td', {}, `${r.attempt}/${r.max_attempts}`), h('td', { class: 'mono' }, errorText(r.error).slice(0, 200)), h('td', {}, fmtTime(r.completed_at || r.updated_at)),
         h('td', {}, can('operator') ? h('button', { type: 'button', onclick: async (ev) => {
           ev.target.disabled = true;
           try { await api('POST', `/api/dead-letters/${r.id}/redrive`); replace(out, h('div', { class: 'notice info' }, `Run ${short(r.id)} redriven.`)); ev.target.closest('tr').remove(); }
