@@ -3,6 +3,7 @@ package starflow_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -730,5 +731,62 @@ func TestRaceWinnerNeverChangesOnResume(t *testing.T) {
 	}
 	if !reflect.DeepEqual(again, []string{"after"}) {
 		t.Fatalf("steps run by the second engine: %v, want only after", again)
+	}
+}
+
+// TestBuiltInErrorTypes: each built-in error type, as a catch sees it.
+func TestBuiltInErrorTypes(t *testing.T) {
+	h := newHarness(t, starflow.Config{})
+	h.eng.RegisterStep("sleepy", func(ctx context.Context, _ *step.Request) (any, error) {
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	})
+	h.eng.RegisterStep("plain", func(context.Context, *step.Request) (any, error) {
+		return nil, step.Permanent(errors.New("plain failure"))
+	})
+	h.start()
+	h.apply(`
+name: strict-child
+input_schema: {type: object, required: [sku], properties: {sku: {type: string}}}
+steps: [{id: c, pass: "${{ input.sku }}"}]
+`)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close() // nothing listens there now
+	cases := []struct {
+		name, step, want string
+	}{
+		{"network", `service_call: {url: "` + closedURL + `/x"}
+          retry_policy: {max_attempts: 1}`, "network"},
+		{"timeout", `sleepy: {}
+          timeout: 20ms
+          retry_policy: {max_attempts: 1}`, "timeout"},
+		{"expression", `pass: "${{ input.missing.deeper }}"`, "expression"},
+		{"egress refused", `service_call: {url: "http://169.254.169.254/latest/meta-data"}`, "egress_refused"},
+		{"input invalid", `workflow_call: {workflow: strict-child, input: {sku: 7}}`, "input_invalid"},
+		{"max iterations", `repeat_until: {max_iterations: 2, until: false, steps: [{id: tick, pass: 1}]}`, "max_iterations_exceeded"},
+		{"fail default", `fail: {message: stop}`, "fail"},
+		{"untyped", `plain: {}`, "error"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			run := h.runToEnd(`
+name: types
+steps:
+  - id: guard
+    try:
+      steps:
+        - id: s
+          `+c.step+`
+      catch:
+        - id: seen
+          pass: "${{ error }}"
+`, map[string]any{})
+			mustSucceed(t, run)
+			e := outputOf(t, run)
+			if e["type"] != c.want || e["step_id"] != "s" || e["message"] == "" {
+				t.Fatalf("error %v, want type %s at step s", e, c.want)
+			}
+		})
 	}
 }
