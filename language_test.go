@@ -790,3 +790,77 @@ steps:
 		})
 	}
 }
+
+// TestRaceParkedLaneKeepsItOpen: a lane parked at a durable wait keeps
+// the race open when the other lane fails; the woken lane wins.
+func TestRaceParkedLaneKeepsItOpen(t *testing.T) {
+	h := newHarness(t, starflow.Config{})
+	h.start()
+	d := h.apply(`
+name: race-parked
+steps:
+  - id: race
+    parallel:
+      mode: race
+      lanes:
+        fails: [{id: quick_failure, fail: {message: this lane failed, type: LaneFailed}}]
+        waits:
+          - {id: pause, wait: {signal: go}}
+          - {id: answer, pass: waited and won}
+`)
+	ctx := context.Background()
+	r, err := h.eng.Enqueue(ctx, d.Name, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitParked(t, h, r.ID)
+	if _, err := h.eng.Signal(ctx, r.ID, "go", nil); err != nil {
+		t.Fatal(err)
+	}
+	run := wait(t, h.eng, r.ID)
+	mustSucceed(t, run)
+	if string(run.Output) != `{"lane":"waits","output":"waited and won"}` {
+		t.Fatalf("output %s", run.Output)
+	}
+}
+
+// TestFailedRunLeavesNoWaitingStep: a run failed by one lane while
+// another waits does not leave that step waiting in its ledger.
+func TestFailedRunLeavesNoWaitingStep(t *testing.T) {
+	h := newHarness(t, starflow.Config{})
+	g := newGate()
+	h.eng.RegisterStep("gate", g.fn)
+	h.start()
+	d := h.apply(`
+name: fail-while-waiting
+max_attempts: 1
+steps:
+  - id: par
+    parallel:
+      lanes:
+        fails: [{id: boom, gate: {label: fail-late}}]
+        waits: [{id: pause, wait: {signal: go}}]
+`)
+	r, err := h.eng.Enqueue(context.Background(), d.Name, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.waitStarted(t, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.waits(r.ID)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the wait never registered")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	g.release("fail-late") // the other lane fails while pause waits
+	run := awaitEnd(t, h, r.ID)
+	if run.Status != starflowtype.RunFailed {
+		t.Fatalf("run %s", run.Status)
+	}
+	for _, row := range ledgerRows(h, run.ID) {
+		if strings.HasSuffix(row, "|waiting") || strings.HasSuffix(row, "|running") {
+			t.Fatalf("a row of the failed run is still open: %s (ledger %v)", row, ledgerRows(h, run.ID))
+		}
+	}
+}

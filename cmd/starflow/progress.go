@@ -170,7 +170,17 @@ func (p *progress) show(ev *starflowtype.Event) {
 		mark := map[starflowtype.EventType]string{
 			starflowtype.EventNodeComplete: "✓", starflowtype.EventNodeError: "✗", starflowtype.EventNodeSkipped: "–",
 		}[ev.Type]
-		text := fmt.Sprintf("  %s %-24s %-9s", mark, name(ev), statusOf(ev.Type))
+		var pl struct {
+			Try       int    `json:"try"`
+			Error     string `json:"error"`
+			Cancelled bool   `json:"cancelled"` // a lane that lost its race
+		}
+		_ = json.Unmarshal(ev.Payload, &pl)
+		status := statusOf(ev.Type)
+		if pl.Cancelled {
+			mark, status = "⊘", "cancelled"
+		}
+		text := fmt.Sprintf("  %s %-24s %-9s", mark, name(ev), status)
 		k := instanceKey{ev.Attempt, ev.ScopePath, ev.NodeID}
 		var dur time.Duration
 		if t, ok := p.started[k]; ok {
@@ -178,11 +188,6 @@ func (p *progress) show(ev *starflowtype.Event) {
 			delete(p.started, k)
 		}
 		text += fmt.Sprintf(" %7s", dur.String())
-		var pl struct {
-			Try   int    `json:"try"`
-			Error string `json:"error"`
-		}
-		_ = json.Unmarshal(ev.Payload, &pl)
 		if pl.Try > 1 {
 			text += fmt.Sprintf("  (%d tries)", pl.Try)
 		}

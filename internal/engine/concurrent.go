@@ -293,10 +293,12 @@ func (rs *runState) execRace(ctx context.Context, f, body *frame, s *workflow.St
 		}
 	}
 	if winner < 0 {
-		err := rs.joinError(errs)
-		if errors.Is(err, errParked) {
-			return nil, err // a lane waits: the race is still open
+		for _, err := range errs {
+			if err != nil && errors.Is(err, errParked) {
+				return nil, err // a lane waits: the race is still open, whatever the others did
+			}
 		}
+		err := rs.joinError(errs)
 		if lastFail != nil {
 			err = lastFail
 		}

@@ -102,6 +102,13 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 	if ctx.Err() != nil || errors.Is(err, starflowtype.ErrLeaseLost) || errors.Is(err, ErrShutdown) {
 		return rs.writeFailed(ctx, err)
 	}
+	if rs.def != nil {
+		// Steps that parked at a durable wait while another failed the run
+		// do not stay waiting in the ledger of an attempt that ended.
+		if werr := rs.closeWaiting("", rs.def.Steps, errors.New("abandoned: the run failed while this step waited")); werr != nil {
+			return rs.writeFailed(ctx, werr)
+		}
+	}
 	info, retry := rs.runRetry(ctx, err)
 	delay := backoff.Exponential(e.cfg.RunRetryMin, e.cfg.RunRetryMax, 2, run.Attempt)
 	r, werr := led.runError(ctx, err, info, retry, delay)

@@ -420,7 +420,7 @@ func (rs *runState) planWait(ctx context.Context, f *frame, s *workflow.Step) (*
 			return nil, err
 		}
 		if plan.correlationKey == "" {
-			return nil, step.Permanent(errors.New("wait.correlation_key is empty"))
+			return nil, exprError(errors.New("wait.correlation_key is empty"))
 		}
 	}
 	switch {
@@ -463,7 +463,7 @@ func (rs *runState) planWait(ctx context.Context, f *frame, s *workflow.Step) (*
 			}
 			m, ok := b.(map[string]any)
 			if !ok && b != nil {
-				return nil, step.Permanent(fmt.Errorf("wait.notify.body must yield an object, got %s", jsonType(b)))
+				return nil, exprError(fmt.Errorf("wait.notify.body must yield an object, got %s", jsonType(b)))
 			}
 			req.Body = m
 		}
@@ -483,7 +483,7 @@ func (rs *runState) renderTime(ctx context.Context, f *frame, what string, v any
 	}
 	str, ok := x.(string)
 	if !ok {
-		return time.Time{}, 0, step.Permanent(fmt.Errorf("%s must yield an RFC 3339 timestamp string, got %s", what, jsonType(x)))
+		return time.Time{}, 0, exprError(fmt.Errorf("%s must yield an RFC 3339 timestamp string, got %s", what, jsonType(x)))
 	}
 	if t, err := time.Parse(time.RFC3339, str); err == nil {
 		return t.UTC(), 0, nil
@@ -492,9 +492,9 @@ func (rs *runState) renderTime(ctx context.Context, f *frame, what string, v any
 		if d, err := time.ParseDuration(str); err == nil && d > 0 {
 			return time.Time{}, d, nil
 		}
-		return time.Time{}, 0, step.Permanent(fmt.Errorf("%s %q is neither an RFC 3339 timestamp nor a positive duration", what, str))
+		return time.Time{}, 0, exprError(fmt.Errorf("%s %q is neither an RFC 3339 timestamp nor a positive duration", what, str))
 	}
-	return time.Time{}, 0, step.Permanent(fmt.Errorf("%s %q is not an RFC 3339 timestamp", what, str))
+	return time.Time{}, 0, exprError(fmt.Errorf("%s %q is not an RFC 3339 timestamp", what, str))
 }
 
 // childNamespace makes child run ids: uuid v5 of (parent, scope, step),

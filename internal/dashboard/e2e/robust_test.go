@@ -58,4 +58,12 @@ func TestFailedRunOutput(t *testing.T) {
 	if strings.Contains(out, "exploded on purpose") || !strings.Contains(out, "failed") {
 		t.Errorf("the failed run's output panel says %q, want that it has no output because it failed", out)
 	}
+	// The head shows the typed error: its message, and its type and the
+	// step it arose at (issue 14).
+	if msg := text(t, ctx, `main .panel dl.kv`); !strings.Contains(msg, "exploded on purpose") {
+		t.Errorf("the run's head says %q, want the error message", msg)
+	}
+	if typ := text(t, ctx, `[data-error-type]`); typ != "error at step b" {
+		t.Errorf("the error's type and origin read %q, want %q", typ, "error at step b")
+	}
 }
