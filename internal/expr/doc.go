@@ -25,9 +25,13 @@
 // returns, so the functions whose work outgrows their arguments (set
 // comparisons, distinct, indexOf, replace, join) are priced before they
 // run and refused at once when that alone exceeds the limit (guards.go).
+// The JSON and YAML functions, which cel-go charges the largest possible
+// cost, are priced so too, and charged, by the size of their value or
+// text (encoders.go); json.encode writes map keys in order.
 //
 // Values: JSON numbers without fraction or exponent are int64, others
 // float64; maps are map[string]any, lists []any.
 //
-// Import rule: standard library and cel-go only.
+// Import rule: standard library, cel-go, and go.yaml.in/yaml/v3 (the
+// YAML parser of cel-go's yaml.parse, to count a document's aliases).
 package expr

@@ -108,6 +108,7 @@ func NewEnv(l Limits) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("expr: %w", err)
 	}
+	guards = append(guards, encoderCostModel(l.Cost))
 	if e, err = e.Extend(guards...); err != nil {
 		return nil, fmt.Errorf("expr: %w", err)
 	}
@@ -287,6 +288,10 @@ func ToNative(v ref.Val) (any, error) {
 			return nil, nil
 		}
 		return ToNative(o.GetValue())
+	case types.ErrType:
+		// An error held by a value rather than returned (json.parse of a
+		// number out of a double's range gives an optional of one).
+		return nil, errors.New(oneLine(v.(*types.Err).Error()))
 	}
 	if l, ok := v.(traits.Lister); ok {
 		n := int(l.Size().(types.Int))

@@ -18,7 +18,8 @@ import (
 // inside one function. A few functions of the extension libraries do work
 // that grows with the product of their arguments' sizes, or build results
 // far larger than their arguments: one call on two lists of 50,000 items
-// ran for 35 s to 90 s before its evaluation could fail. Each such
+// ran for 35 s to 90 s before its evaluation could fail; the JSON and YAML
+// functions work on values and documents of any size. Each such
 // overload is bound again here, to its own implementation behind a guard
 // that computes the call's cost from its arguments first and fails at once
 // when that alone exceeds the cost limit. (cel-go's tracker still charges
@@ -54,6 +55,31 @@ var guarded = map[string]func(args []ref.Val, limit uint64) uint64{
 	"string_replace_string_string":     replaceCost,
 	"string_replace_string_string_int": replaceCost,
 	"list_join_string":                 joinCost,
+	// The JSON and YAML functions, priced in encoders.go.
+	"json_encode_dyn":        encodeCost(jsonEncodePrice),
+	"yaml_encode_dyn":        encodeCost(yamlEncodePrice),
+	"json_parse_string":      jsonParseCost,
+	"json_parse_string_type": jsonParseCost,
+	"yaml_parse_string":      yamlParseGuard,
+	"yaml_parse_string_type": yamlParseGuard,
+}
+
+// rebound maps an overload id to the implementation bound in its place,
+// behind its guard.
+var rebound = map[string]*functions.Overload{
+	"json_encode_dyn": {Operator: "json_encode_dyn", Unary: jsonEncode},
+}
+
+// refusal is the error of a call a guard refused, with the cost it was
+// refused at (which is what the call is charged, when cel-go's charge is
+// the engine's: encoders.go).
+type refusal struct {
+	call string
+	cost uint64
+}
+
+func (r *refusal) Error() string {
+	return fmt.Sprintf("%s: %s would cost at least %d", costGuardMsg, r.call, r.cost)
 }
 
 // guardOptions returns the options that bind every guarded overload of e
@@ -80,6 +106,9 @@ func guardOptions(e *cel.Env, limit uint64) ([]cel.EnvOption, error) {
 			if impl == nil {
 				return nil, fmt.Errorf("%s: overload %s has no binding", name, o.ID())
 			}
+			if r, ok := rebound[o.ID()]; ok {
+				impl = r
+			}
 			found++
 			opts = append(opts, cel.Function(name, guardOverload(name, o.ID(), o.IsMemberFunction(), o.ArgTypes(), o.ResultType(), impl, costOf, limit)))
 		}
@@ -96,7 +125,7 @@ func guardOverload(name, id string, member bool, args []*cel.Type, result *cel.T
 	costOf func([]ref.Val, uint64) uint64, limit uint64) cel.FunctionOpt {
 	check := func(vals ...ref.Val) ref.Val {
 		if c := costOf(vals, limit); c > limit {
-			return types.NewErr("%s: %s would cost at least %d", costGuardMsg, name, c)
+			return types.WrapErr(&refusal{call: name, cost: c})
 		}
 		return nil
 	}
