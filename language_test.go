@@ -271,7 +271,7 @@ func TestDefinitionRetryOn(t *testing.T) {
 	var calls atomic.Int64
 	h.eng.RegisterStep("flip", func(context.Context, *step.Request) (any, error) {
 		if calls.Add(1) == 1 {
-			return nil, step.Permanent(&step.Error{Type: "Stale", Message: "stale view"})
+			return nil, &step.Error{Type: "Stale", Message: "stale view"} // not retryable by default
 		}
 		return "fresh", nil
 	})
@@ -862,5 +862,181 @@ steps:
 		if strings.HasSuffix(row, "|waiting") || strings.HasSuffix(row, "|running") {
 			t.Fatalf("a row of the failed run is still open: %s (ledger %v)", row, ledgerRows(h, run.ID))
 		}
+	}
+}
+
+// TestRaceOutputFailureIsCaught: a race whose own output expression fails
+// is recorded failed and its failure is caught like any step's.
+func TestRaceOutputFailureIsCaught(t *testing.T) {
+	h := newHarness(t, starflow.Config{})
+	h.start()
+	run := h.runToEnd(`
+name: race-output
+steps:
+  - id: guard
+    try:
+      steps:
+        - id: r
+          output: "${{ output.nope.deeper }}"
+          parallel:
+            mode: race
+            lanes:
+              a: [{id: a1, pass: 1}]
+              b: [{id: b1, pass: 2}]
+      catch:
+        - id: seen
+          pass: "${{ [error.type, error.step_id] }}"
+`, nil)
+	mustSucceed(t, run)
+	if string(run.Output) != `["expression","r"]` {
+		t.Fatalf("output %s", run.Output)
+	}
+	rows := strings.Join(ledgerRows(h, run.ID), " ")
+	if !strings.Contains(rows, "-|r|parallel|failed") {
+		t.Fatalf("the race's row: %s", rows)
+	}
+}
+
+// TestRaceFailedLaneNotRunAgain: a lane that failed while another lane
+// waits is not run again when the race is re-entered after the wake.
+func TestRaceFailedLaneNotRunAgain(t *testing.T) {
+	h := newHarness(t, starflow.Config{})
+	var calls atomic.Int64
+	h.eng.RegisterStep("charge", func(context.Context, *step.Request) (any, error) {
+		if calls.Add(1) == 1 {
+			return nil, step.Permanent(errors.New("declined"))
+		}
+		return "charged", nil
+	})
+	h.start()
+	d := h.apply(`
+name: race-failed-lane
+steps:
+  - id: race
+    parallel:
+      mode: race
+      lanes:
+        fails: [{id: boom, charge: {}}]
+        waits:
+          - {id: pause, wait: {signal: go}}
+          - {id: answer, pass: waited}
+`)
+	ctx := context.Background()
+	r, err := h.eng.Enqueue(ctx, d.Name, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitParked(t, h, r.ID)
+	if _, err := h.eng.Signal(ctx, r.ID, "go", nil); err != nil {
+		t.Fatal(err)
+	}
+	run := wait(t, h.eng, r.ID)
+	mustSucceed(t, run)
+	if string(run.Output) != `{"lane":"waits","output":"waited"}` || calls.Load() != 1 {
+		t.Fatalf("output %s after %d calls of the failed lane's step", run.Output, calls.Load())
+	}
+	if n := countEvents(h.events(run.ID), starflowtype.EventNodeStart, "boom"); n != 1 {
+		t.Fatalf("boom started %d times", n)
+	}
+}
+
+// TestLoopNamesOfOldDefinitions: an item named iteration or index (valid
+// before those names existed) is not hidden by a nested loop's implicit
+// iteration or index.
+func TestLoopNamesOfOldDefinitions(t *testing.T) {
+	h := newHarness(t, starflow.Config{})
+	h.start()
+	run := h.runToEnd(`
+name: old-names
+steps:
+  - id: outer
+    for_each:
+      items: "['a', 'b']"
+      as: iteration
+      steps:
+        - id: loop
+          repeat_until:
+            max_iterations: 1
+            until: true
+            steps: [{id: v, pass: "${{ iteration }}"}]
+  - id: outer2
+    for_each:
+      items: "['c']"
+      as: index
+      steps:
+        - id: inner
+          for_each:
+            items: "[1]"
+            steps: [{id: w, pass: "${{ index }}"}]
+  - id: out
+    pass: ["${{ steps.outer.output }}", "${{ steps.outer2.output }}"]
+`, nil)
+	mustSucceed(t, run)
+	if string(run.Output) != `[["a","b"],[["c"]]]` {
+		t.Fatalf("output %s", run.Output)
+	}
+}
+
+// TestFinalFailuresAreNeverRetried: retry_on (step or definition level)
+// does not retry a fail step, an expression error or a handler's
+// step.Permanent.
+func TestFinalFailuresAreNeverRetried(t *testing.T) {
+	h := newHarness(t, starflow.Config{})
+	var calls atomic.Int64
+	h.eng.RegisterStep("hopeless", func(context.Context, *step.Request) (any, error) {
+		calls.Add(1)
+		return nil, step.Permanent(errors.New("hopeless"))
+	})
+	h.start()
+	for name, body := range map[string]string{
+		"fail":       `fail: {message: stop, type: network}`,
+		"expression": `pass: "${{ input.missing.deeper }}"`,
+		"permanent":  `hopeless: {}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			run := h.runToEnd(`
+name: final-`+name+`
+max_attempts: 3
+retry_on: "true"
+defaults:
+  retry_policy: {max_attempts: 4, initial_interval: 1ms, retry_on: "true"}
+steps:
+  - id: s
+    `+body+`
+`, map[string]any{})
+			if run.Status != starflowtype.RunFailed || run.Attempt != 1 {
+				t.Fatalf("run %s at attempt %d", run.Status, run.Attempt)
+			}
+			if n := countEvents(h.events(run.ID), starflowtype.EventNodeRetry, "s"); n != 0 {
+				t.Fatalf("%d retries", n)
+			}
+		})
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("the permanent handler ran %d times", calls.Load())
+	}
+}
+
+// TestErrorBodyIsPlainData: the null-when-absent rule is the error's own:
+// its body reads as the data it is.
+func TestErrorBodyIsPlainData(t *testing.T) {
+	_, url := newStatusServer(t)
+	h := newHarness(t, starflow.Config{})
+	h.start()
+	run := h.runToEnd(`
+name: body-data
+steps:
+  - id: guard
+    try:
+      steps:
+        - id: get
+          service_call: {url: "${{ input.url + '/404' }}"}
+      catch:
+        - id: seen
+          pass: "${{ [has(error.body.status), 'reason' in error.body, has(error.details), error.body.code] }}"
+`, map[string]any{"url": url})
+	mustSucceed(t, run)
+	if string(run.Output) != `[false,true,true,404]` {
+		t.Fatalf("output %s", run.Output)
 	}
 }

@@ -32,7 +32,7 @@ var celReserved = []string{
 	"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
 	"if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while",
 	"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type", "dyn",
-	"optional", "math", "strings", "base64", "lists", "sets", "google", "cel",
+	"optional", "math", "strings", "base64", "lists", "sets", "google",
 }
 
 // validItemName reports whether s can be a for_each `as` name: it matches
@@ -181,14 +181,14 @@ func (d *decoder) repeatUntil(s *Step, k kindKey) *RepeatUntil {
 func (d *decoder) forEach(s *Step, k kindKey) *ForEach {
 	c := &ForEach{As: DefaultItemName, Concurrency: DefaultConcurrency}
 	var steps *vnode
-	var asPos, indexPos Pos
+	var indexPos Pos
 	d.constructFields(k, forEachFields, []string{"items", "steps"}, func(p vpair) {
 		switch p.key {
 		case "items":
 			c.Items = d.expression(p.val, "for_each.items", false)
 		case "as":
 			if name, ok := d.loopName(p.val, "for_each.as"); ok {
-				c.As, asPos = name, p.val.pos
+				c.As = name
 			}
 		case "index_as":
 			if name, ok := d.loopName(p.val, "for_each.index_as"); ok {
@@ -209,11 +209,11 @@ func (d *decoder) forEach(s *Step, k kindKey) *ForEach {
 	if c.IndexAs == DefaultIndexName {
 		c.IndexAs = "" // the default: one canonical form
 	}
-	switch {
-	case c.IndexAs != "" && c.IndexAs == c.As:
+	// An item named "index" (as: index, written before the index existed)
+	// hides the implicit index: the definition keeps its meaning, and
+	// index_as names the index when it is wanted.
+	if c.IndexAs != "" && c.IndexAs == c.As {
 		d.errorf(indexPos, "for_each.index_as %q is the name of the item (as) too; give them different names", c.IndexAs)
-	case c.IndexAs == "" && c.As == DefaultIndexName && asPos.Line > 0 && !d.opts.Stored:
-		d.errorf(asPos, "for_each.as %q is the name of the item's index; rename the item, or the index with index_as", c.As)
 	}
 	if steps == nil {
 		return c

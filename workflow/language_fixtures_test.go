@@ -79,7 +79,6 @@ var languageInvalid = []invalidCase{
 	{"index outside for_each", step1("    pass: \"${{ index }}\"\n"), "t.yaml:4:12: ", "undeclared reference to 'index'"},
 	{"iteration outside repeat_until", step1("    pass: \"${{ iteration }}\"\n"), "t.yaml:4:12: ", "undeclared reference to 'iteration'"},
 	{"index_as same as as", step1("    for_each: {items: input.xs, as: x, index_as: x, steps: [{id: y, pass: 1}]}\n"), "t.yaml:4:50: ", `for_each.index_as "x" is the name of the item (as) too`},
-	{"as index", step1("    for_each: {items: input.xs, as: index, steps: [{id: y, pass: 1}]}\n"), "t.yaml:4:37: ", `for_each.as "index" is the name of the item's index`},
 	{"index_as reserved", step1("    for_each: {items: input.xs, index_as: steps, steps: [{id: y, pass: 1}]}\n"), "t.yaml:4:43: ", `for_each.index_as "steps" is a reserved name`},
 	{"parallel mode unknown", step1("    parallel: {mode: first, lanes: {a: [{id: x, pass: 1}]}}\n"), "t.yaml:4:22: ", `parallel.mode must be one of all, race, not "first"`},
 	{"race fail_fast", step1("    parallel: {mode: race, fail_fast: false, lanes: {a: [{id: x, pass: 1}]}}\n"), "t.yaml:4:28: ", "parallel.fail_fast has no effect with mode race"},

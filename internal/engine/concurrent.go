@@ -60,15 +60,21 @@ func (rs *runState) execForEach(ctx context.Context, f *frame, s *workflow.Step)
 		return nil, exprError(fmt.Errorf("for_each.items must evaluate to a list, got %s", jsonType(v)))
 	}
 	if err := rs.e.cfg.Limits.CheckForEachItems(s.ID, len(items)); err != nil {
-		return nil, step.Permanent(err)
+		return nil, typed(starflowtype.ErrorInputInvalid, err)
 	}
+	// The implicit index is not bound over the item's name or an enclosing
+	// loop's (a definition applied before index existed may use "index").
 	name, index := fe.ItemName(), fe.IndexName()
-	if index == name {
-		index = "" // a definition applied before index existed named its item "index": the item wins
+	if fe.IndexAs == "" && (index == name || slices.Contains(f.named, index)) {
+		index = ""
 	}
 	names := []string{name}
 	if index != "" {
 		names = append(names, index)
+	}
+	named := append(slices.Clone(f.named), name)
+	if fe.IndexAs != "" {
+		named = append(named, fe.IndexAs)
 	}
 	env, err := f.env.With(names...)
 	if err != nil {
@@ -111,7 +117,7 @@ func (rs *runState) execForEach(ctx context.Context, f *frame, s *workflow.Step)
 			defer wg.Done()
 			for i := claim(); i >= 0; i = claim() {
 				it := f.child(scopeOf(f.scope, s.ID, "item", strconv.Itoa(i)))
-				it.env = env
+				it.env, it.named = env, named
 				it.bind(name, items[i])
 				if index != "" {
 					it.bind(index, int64(i))
@@ -227,13 +233,14 @@ func (rs *runState) execRace(ctx context.Context, f, body *frame, s *workflow.St
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
-		mu       sync.Mutex
-		winner   = -1
-		result   any   // the race's output, once decided
-		decided  error // the completion's write error, when it failed
-		lastFail error
-		errs     = make([]error, len(names))
-		wg       sync.WaitGroup
+		mu          sync.Mutex
+		winner      = -1
+		result      any   // the race's output, once decided
+		decided     error // why the completion was not written: the output expression, the store
+		storeFailed bool  // decided is the store's error (not the step's failure)
+		lastFail    error
+		errs        = make([]error, len(names))
+		wg          sync.WaitGroup
 	)
 	// win commits the race's completion for lane i (under mu, once).
 	win := func(i int, out any) {
@@ -245,11 +252,22 @@ func (rs *runState) execRace(ctx context.Context, f, body *frame, s *workflow.St
 			wctx, wcancel := context.WithTimeout(context.WithoutCancel(rs.root), releaseTimeout)
 			err = rs.complete(wctx, f, s, try, false, shaped, body.delta)
 			wcancel()
+			var bad unencodable
+			storeFailed = err != nil && !errors.As(err, &bad)
 		}
 		result, decided = shaped, err
 		cancel(&raceLost{stepID: s.ID, winner: names[i]})
 	}
 	run := func(i int) {
+		if failed := rs.laneFailed(frames[i].scope, p.Lanes[names[i]]); failed != nil {
+			// The lane failed in an earlier execution of this attempt (the
+			// race parked on another lane's wait): it is not run again.
+			mu.Lock()
+			defer mu.Unlock()
+			errs[i] = fmt.Errorf("lane %s: %w", names[i], failed)
+			lastFail = errs[i]
+			return
+		}
 		out, err := rs.execList(lctx, frames[i], p.Lanes[names[i]])
 		mu.Lock()
 		defer mu.Unlock()
@@ -265,18 +283,7 @@ func (rs *runState) execRace(ctx context.Context, f, body *frame, s *workflow.St
 		}
 	}
 	if i := rs.raceFinished(body.scope, s, names); i >= 0 {
-		run(i) // restored from its checkpoints: nothing runs
-		if winner == i {
-			// The other lanes do not run again; what an earlier execution
-			// of this attempt left open in them is cancelled.
-			for j := range names {
-				if j != i {
-					if err := rs.cancelOpen(frames[j].scope, &raceLost{stepID: s.ID, winner: names[i]}); err != nil {
-						return nil, err
-					}
-				}
-			}
-		}
+		run(i) // restored from its checkpoints: nothing runs; the other lanes' open rows are closed below
 	} else {
 		for i := range names {
 			wg.Add(1)
@@ -309,34 +316,58 @@ func (rs *runState) execRace(ctx context.Context, f, body *frame, s *workflow.St
 		return nil, rs.fail(f, s, try, err)
 	}
 	if decided != nil {
-		var bad unencodable
-		if !errors.As(decided, &bad) {
+		// The completion was not written: the output expression failed,
+		// the output cannot be stored, or the run is stopping.
+		if storeFailed || rs.stopping(decided) {
 			return nil, decided
 		}
+		f.set(body.delta)
 		return nil, rs.fail(f, s, try, decided)
 	}
-	// The lanes that lost and wait at a durable wait are given up.
+	// The lanes that lost and wait at a durable wait are given up, and
+	// what an earlier execution of this attempt left open in them (a
+	// construct or wait they were cancelled before re-entering) closed.
 	lost := &raceLost{stepID: s.ID, winner: names[winner]}
 	for i, name := range names {
-		if i != winner {
-			if err := rs.closeWaiting(frames[i].scope, p.Lanes[name], lost); err != nil {
-				return nil, err
-			}
+		if i == winner {
+			continue
+		}
+		if err := rs.closeWaiting(frames[i].scope, p.Lanes[name], lost); err != nil {
+			return nil, err
+		}
+		if err := rs.cancelOpen(frames[i].scope, lost); err != nil {
+			return nil, err
 		}
 	}
 	return result, nil
 }
 
+// laneFailed returns the failure of a lane of list (run in scope) that
+// failed in an earlier execution of this attempt: a step of the lane's
+// own list whose row is failed (a failure there fails the lane); nil when
+// none is. Its type is not kept in the row: the failure reads as an
+// untyped error with the row's message.
+func (rs *runState) laneFailed(scope string, list []*workflow.Step) error {
+	for _, st := range list {
+		if row := rs.found[scope+"\x00"+st.ID]; row != nil && row.Status == starflowtype.StepFailed {
+			info := &starflowtype.ErrorInfo{Type: starflowtype.ErrorUntyped, Message: row.Error, StepID: st.ID, ScopePath: &scope}
+			return &stepFailed{stepID: st.ID, kind: st.Kind(), scope: scope, err: step.Permanent(errors.New(row.Error)),
+				info: info, innerKind: st.Kind()}
+		}
+	}
+	return nil
+}
+
 // cancelOpen records as cancelled the step rows below scope that an
 // earlier execution of this attempt left open (running or waiting) and
-// that will not run again: the lanes of a race decided from checkpoints.
+// that this one did not take over: the lanes that lost a race.
 func (rs *runState) cancelOpen(scope string, why error) error {
 	for _, st := range rs.found {
 		if st.Status != starflowtype.StepRunning && st.Status != starflowtype.StepWaiting {
 			continue
 		}
-		if st.ScopePath != scope && !strings.HasPrefix(st.ScopePath, scope+"/") {
-			continue
+		if st.ScopePath != scope && !strings.HasPrefix(st.ScopePath, scope+"/") || rs.led.wrote(st.ScopePath, st.StepID) {
+			continue // not in the lane, or this execution took the row over
 		}
 		if err := rs.led.nodeError(rs.root, st.ScopePath, st.StepID, st.Kind, max(st.Tries, 1), why, true); err != nil {
 			return err
@@ -359,6 +390,9 @@ func (rs *runState) raceFinished(scope string, s *workflow.Step, names []string)
 		for _, st := range s.Parallel.Lanes[name] {
 			cp, ok := rs.restored[laneScope+"\x00"+st.ID]
 			if !ok {
+				if row := rs.found[laneScope+"\x00"+st.ID]; row != nil && row.Status == starflowtype.StepSkipped {
+					continue // skipped (its when was false): done, with no checkpoint
+				}
 				done = false
 				break
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -177,10 +178,15 @@ func (rs *runState) execRepeat(ctx context.Context, f *frame, s *workflow.Step) 
 	if err != nil {
 		return nil, step.Permanent(err)
 	}
+	// The iteration is not bound over an enclosing for_each's item named
+	// "iteration" (a definition applied before the name existed).
+	bindIteration := !slices.Contains(f.named, workflow.IterationName)
 	for i := 0; i < r.MaxIterations; i++ {
 		it := f.child(scopeOf(f.scope, s.ID, "iter", strconv.Itoa(i)))
 		it.env = env
-		it.bind(workflow.IterationName, int64(i))
+		if bindIteration {
+			it.bind(workflow.IterationName, int64(i))
+		}
 		out, err := rs.execList(ctx, it, r.Steps)
 		f.merge(it)
 		if err != nil {

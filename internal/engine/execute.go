@@ -102,14 +102,16 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 	if ctx.Err() != nil || errors.Is(err, starflowtype.ErrLeaseLost) || errors.Is(err, ErrShutdown) {
 		return rs.writeFailed(ctx, err)
 	}
-	if rs.def != nil {
+	info, retry := rs.runRetry(ctx, err)
+	if !retry && rs.def != nil {
 		// Steps that parked at a durable wait while another failed the run
-		// do not stay waiting in the ledger of an attempt that ended.
+		// do not stay waiting in the ledger of a run that ended. (A run
+		// retried keeps them: the store hands a wait woken meanwhile back
+		// to the inbox for the next attempt's wait.)
 		if werr := rs.closeWaiting("", rs.def.Steps, errors.New("abandoned: the run failed while this step waited")); werr != nil {
 			return rs.writeFailed(ctx, werr)
 		}
 	}
-	info, retry := rs.runRetry(ctx, err)
 	delay := backoff.Exponential(e.cfg.RunRetryMin, e.cfg.RunRetryMax, 2, run.Attempt)
 	r, werr := led.runError(ctx, err, info, retry, delay)
 	if werr != nil {
@@ -123,13 +125,15 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 // run is retried (a new attempt): the definition's retry_on when it sets
 // one and the failure is a step's, else whether the failure is transient
 // (network, timeout, http 5xx and 429, a custom step's retryable error,
-// an error of the engine's own that is not permanent). A retry_on that
-// does not evaluate fails the run without retry, the reason logged.
+// an error of the engine's own that is not permanent). A final failure
+// (isFinal: a handler's step.Permanent, an expression error, a fail step)
+// is never retried. A retry_on that does not evaluate fails the run
+// without retry, the reason logged (the run's error stays the step's).
 func (rs *runState) runRetry(ctx context.Context, err error) (*starflowtype.ErrorInfo, bool) {
-	info, retry := rs.runErrorInfo(err)
+	info, retry, fin := rs.runErrorInfo(err)
 	var sf *stepFailed
-	if rs.def == nil || rs.def.RetryOn == nil || rs.top == nil || !errors.As(err, &sf) {
-		return info, retry
+	if fin || rs.def == nil || rs.def.RetryOn == nil || rs.top == nil || !errors.As(err, &sf) {
+		return info, retry && !fin
 	}
 	ok, eerr := rs.evalErrorExpr(ctx, rs.top, "retry_on", rs.def.RetryOn, info, sf.innerKind)
 	if eerr != nil {

@@ -42,6 +42,10 @@ type frame struct {
 	vars  map[string]any // vals["variables"]
 	steps map[string]any // vals["steps"]
 	delta map[string]any // variables this frame changed, its children's merged deltas included
+	// named lists the names an enclosing for_each bound by its as or
+	// index_as: the implicit index and iteration are not bound over them
+	// (a definition that named its item "iteration" keeps its meaning).
+	named []string
 }
 
 // newFrame returns the root frame over vals (which holds "variables" and
@@ -55,7 +59,8 @@ func newFrame(env *expr.Env, vals map[string]any) *frame {
 // stay its own until the parent merges them.
 func (f *frame) child(scope string) *frame {
 	c := &frame{scope: scope, env: f.env, vals: make(map[string]any, len(f.vals)+1),
-		vars: make(map[string]any, len(f.vars)), steps: make(map[string]any, len(f.steps)), delta: map[string]any{}}
+		vars: make(map[string]any, len(f.vars)), steps: make(map[string]any, len(f.steps)), delta: map[string]any{},
+		named: f.named}
 	for k, v := range f.vals {
 		c.vals[k] = v
 	}

@@ -81,7 +81,7 @@ func (rs *runState) failStep(ctx context.Context, f *frame, fl *workflow.Fail) e
 		}
 		info.Details = d
 	}
-	return &typedError{info: info, err: step.Permanent(errors.New(text))}
+	return &typedError{info: info, final: true, err: step.Permanent(errors.New(text))}
 }
 
 // contextSet evaluates every value first, then sets them all: the output

@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
-	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/internal/redact"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
@@ -23,10 +23,30 @@ type ledger struct {
 	attempt int
 	lease   starflowtype.Lease
 	red     *redact.Redactor
+
+	mu      sync.Mutex
+	written map[string]bool // step instances this execution wrote a row of, by scope + "\x00" + step id
 }
 
+// key names a step instance of the attempt, and notes that this
+// execution writes its row or takes it over (every step write builds its
+// key here, and so does a wait's read of its row).
 func (l *ledger) key(scope, stepID string) state.StepKey {
+	l.mu.Lock()
+	if l.written == nil {
+		l.written = map[string]bool{}
+	}
+	l.written[scope+"\x00"+stepID] = true
+	l.mu.Unlock()
 	return state.StepKey{RunID: l.runID, Attempt: l.attempt, ScopePath: scope, StepID: stepID}
+}
+
+// wrote reports whether this execution wrote (or is writing) a row of
+// the step instance.
+func (l *ledger) wrote(scope, stepID string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.written[scope+"\x00"+stepID]
 }
 
 // unencodable is a value that cannot be stored — it does not encode as
@@ -104,11 +124,7 @@ func (l *ledger) runComplete(ctx context.Context, output any) (*starflowtype.Run
 func (l *ledger) runError(ctx context.Context, err error, info *starflowtype.ErrorInfo, retry bool, backoff time.Duration) (*starflowtype.Run, error) {
 	var detail json.RawMessage
 	if info != nil {
-		if b, jerr := json.Marshal(info); jerr == nil {
-			if v, derr := jsonvalue.Decode(b); derr == nil {
-				detail, _ = l.red.JSON(v) // plain values: the redactor walks maps, not structs
-			}
-		}
+		detail, _ = l.red.JSON(infoMap(info)) // plain values: the redactor walks maps, not structs
 	}
 	return l.store.OnRunError(ctx, &state.RunErrorParams{RunID: l.runID, Lease: l.lease, Error: l.red.Error(err), ErrorJSON: detail,
 		Retry: retry, Backoff: backoff})

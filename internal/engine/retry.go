@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -66,13 +65,13 @@ func (p retryPolicy) delay(n int) time.Duration {
 }
 
 // shouldRetry decides whether try n of step s, which failed with err,
-// is retried: tries remain, the failure is not the handler's
-// step.Permanent, and retry_on (default: the failure is transient) holds.
+// is retried: tries remain, the failure is not final (a handler's
+// step.Permanent, an expression error, a fail step: isFinal), and
+// retry_on (default: the failure is transient) holds.
 // A retry_on that does not evaluate to a boolean is the step's failure
 // (type expression), returned as the error.
 func (rs *runState) shouldRetry(ctx context.Context, f *frame, s *workflow.Step, p retryPolicy, err error, n int) (bool, error) {
-	var fin final
-	if n >= p.maxTries || errors.As(err, &fin) {
+	if n >= p.maxTries || isFinal(err) {
 		return false, nil
 	}
 	info, retryable := classify(err)

@@ -30,6 +30,7 @@ type stepFailed struct {
 	info      *starflowtype.ErrorInfo
 	innerKind string
 	retryable bool
+	final     bool // no retry_on retries it (isFinal)
 }
 
 func (f *stepFailed) Error() string { return fmt.Sprintf("step %s: %v", f.stepID, f.err) }
@@ -160,7 +161,10 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 	if s.When != nil {
 		ok, err := rs.evalBool(ctx, f, "when", s.When)
 		if err != nil {
-			return nil, rs.fail(f, s, 0, exprError(err))
+			if rs.stopping(err) {
+				return nil, err // cut off by the run stopping, not the step's failure
+			}
+			return nil, rs.fail(f, s, 0, err)
 		}
 		if !ok {
 			f.steps[s.ID] = map[string]any{"status": string(starflowtype.StepSkipped)}
@@ -276,8 +280,8 @@ func (rs *runState) fail(f *frame, s *workflow.Step, try int, err error) error {
 		status = starflowtype.StepCancelled
 	}
 	f.steps[s.ID] = map[string]any{"status": string(status), "error": rs.led.red.Error(err)}
-	info, kind, retryable := rs.stepError(s.ID, s.Kind(), f.scope, err)
-	return &stepFailed{stepID: s.ID, kind: s.Kind(), scope: f.scope, err: err, info: info, innerKind: kind, retryable: retryable}
+	info, kind, retryable, fin := rs.stepError(s.ID, s.Kind(), f.scope, err)
+	return &stepFailed{stepID: s.ID, kind: s.Kind(), scope: f.scope, err: err, info: info, innerKind: kind, retryable: retryable, final: fin}
 }
 
 // startLate writes the start of a pure step's try that did not succeed

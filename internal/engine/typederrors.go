@@ -34,7 +34,10 @@ import (
 type typedError struct {
 	info      starflowtype.ErrorInfo
 	retryable bool
-	err       error
+	// final: no retry_on retries it (an expression error, a fail step:
+	// they fail the same way every time).
+	final bool
+	err   error
 }
 
 func (e *typedError) Error() string { return e.err.Error() }
@@ -47,7 +50,21 @@ func typed(typ string, err error) error {
 
 // exprError is an expression's failure: type expression, permanent (an
 // expression fails the same way every time).
-func exprError(err error) error { return typed(starflowtype.ErrorExpression, err) }
+func exprError(err error) error {
+	var c *expr.CancelledError
+	if errors.As(err, &c) {
+		return c.Cause // the evaluation was cut off by a cancellation: that is the failure
+	}
+	return &typedError{info: starflowtype.ErrorInfo{Type: starflowtype.ErrorExpression}, final: true, err: step.Permanent(err)}
+}
+
+// isFinal reports whether no retry_on may retry err: a handler's
+// step.Permanent, an expression error, a fail step.
+func isFinal(err error) bool {
+	var fin final
+	var te *typedError
+	return errors.As(err, &fin) || errors.As(err, &te) && te.final
+}
 
 // stepTimeout is the cancellation cause of a step's (or a construct's)
 // own timeout: type timeout, transient.
@@ -76,7 +93,7 @@ func classify(err error) (starflowtype.ErrorInfo, bool) {
 	case errors.As(err, &te):
 		info := te.info
 		if info.Message == "" {
-			info.Message = te.err.Error()
+			info.Message = err.Error() // with what was said around it ("… (deciding whether to retry: …)")
 		}
 		return info, te.retryable
 	case errors.As(err, &se):
@@ -126,29 +143,21 @@ func plain(v any) any {
 // when err wraps one (a construct failing because a step inside it
 // failed), else err's own type with the step's id and scope, scrubbed of
 // the run's secrets.
-func (rs *runState) stepError(stepID, kind, scope string, err error) (*starflowtype.ErrorInfo, string, bool) {
+func (rs *runState) stepError(stepID, kind, scope string, err error) (*starflowtype.ErrorInfo, string, bool, bool) {
 	var inner *stepFailed
 	if errors.As(err, &inner) {
-		return inner.info, inner.innerKind, inner.retryable
+		return inner.info, inner.innerKind, inner.retryable, inner.final
 	}
 	info, retryable := classify(err)
 	info.StepID, info.ScopePath = stepID, &scope
-	return rs.scrubInfo(&info), kind, retryable
+	return rs.scrubInfo(&info), kind, retryable, isFinal(err)
 }
 
 // scrubInfo returns info with the run's secrets scrubbed from every string
 // in it (message, body, details, cause).
 func (rs *runState) scrubInfo(info *starflowtype.ErrorInfo) *starflowtype.ErrorInfo {
-	b, err := rs.led.red.JSON(plain(info)) // plain values: the redactor walks maps, not structs
-	if err != nil {
-		// A body or details that does not encode (cannot happen for
-		// decoded JSON): keep the type and the scrubbed message.
-		return &starflowtype.ErrorInfo{Type: info.Type, Message: rs.led.red.String(info.Message), StepID: info.StepID, ScopePath: info.ScopePath}
-	}
-	if out := starflowtype.ParseErrorInfo(b); out != nil {
-		return out
-	}
-	return info
+	m, _ := rs.led.red.Value(infoMap(info)).(map[string]any)
+	return mapInfo(m)
 }
 
 // errorFields are the fields of the error object (SPEC §2).
@@ -159,39 +168,77 @@ var errorFields = []string{"type", "message", "step_id", "scope_path", "status",
 // as null when absent (error.details can be passed on as it is), plus
 // kind, the failed step's kind (kept from before typed errors).
 func errorRecord(info *starflowtype.ErrorInfo, kind string) *expr.Record {
-	m := errorMap(info)
+	m := infoMap(info)
 	if kind != "" {
 		m["kind"] = kind
 	}
 	return expr.NewRecord(m, errorFields...)
 }
 
-// errorMap is info as plain JSON values.
-func errorMap(info *starflowtype.ErrorInfo) map[string]any {
+// infoMap is info as plain JSON values (the fields present), its body
+// and details as they are: decoded JSON, whose numbers keep their type
+// (an int stays an int, 1.0 a double), which a trip through a struct's
+// JSON would lose.
+func infoMap(info *starflowtype.ErrorInfo) map[string]any {
 	if info == nil {
 		return map[string]any{}
 	}
-	m, _ := plain(info).(map[string]any)
-	if m == nil {
-		m = map[string]any{"type": info.Type, "message": info.Message}
-	}
+	m := map[string]any{"type": info.Type, "message": info.Message}
 	if info.StepID != "" {
-		if _, ok := m["scope_path"]; !ok {
-			m["scope_path"] = ""
+		scope := ""
+		if info.ScopePath != nil {
+			scope = *info.ScopePath
 		}
+		m["step_id"], m["scope_path"] = info.StepID, scope
+	}
+	if info.Status != 0 {
+		m["status"] = int64(info.Status)
+	}
+	if info.Body != nil {
+		m["body"] = info.Body
+	}
+	if info.Cause != nil {
+		m["cause"] = infoMap(info.Cause)
+	}
+	if info.Details != nil {
+		m["details"] = info.Details
 	}
 	return m
 }
 
+// mapInfo is infoMap's inverse; nil for a map without a type.
+func mapInfo(m map[string]any) *starflowtype.ErrorInfo {
+	typ, _ := m["type"].(string)
+	if typ == "" {
+		return nil
+	}
+	info := &starflowtype.ErrorInfo{Type: typ, Body: m["body"], Details: m["details"]}
+	info.Message, _ = m["message"].(string)
+	if id, _ := m["step_id"].(string); id != "" {
+		scope, _ := m["scope_path"].(string)
+		info.StepID, info.ScopePath = id, &scope
+	}
+	switch st := m["status"].(type) {
+	case int64:
+		info.Status = int(st)
+	case float64:
+		info.Status = int(st)
+	}
+	if c, ok := m["cause"].(map[string]any); ok {
+		info.Cause = mapInfo(c)
+	}
+	return info
+}
+
 // runErrorInfo is the typed error a failed run attempt records
 // (workflow_runs.error_json) and whether it is transient by default.
-func (rs *runState) runErrorInfo(err error) (*starflowtype.ErrorInfo, bool) {
+func (rs *runState) runErrorInfo(err error) (*starflowtype.ErrorInfo, bool, bool) {
 	var sf *stepFailed
 	if errors.As(err, &sf) {
-		return sf.info, sf.retryable
+		return sf.info, sf.retryable, sf.final
 	}
 	info, retryable := classify(err)
-	return rs.scrubInfo(&info), retryable
+	return rs.scrubInfo(&info), retryable, isFinal(err)
 }
 
 // evalErrorExpr evaluates an expression over `error` (retry_on,

@@ -154,9 +154,7 @@ func childFailed(workflowName, status string, m map[string]any) error {
 	err := step.Permanent(fmt.Errorf("child run %v of workflow %s ended %s: %s", m["run_id"], workflowName, orUnknown(status), msg))
 	var cause *starflowtype.ErrorInfo
 	if detail, ok := m["error_detail"].(map[string]any); ok {
-		if b, jerr := jsonvalue.Encode(detail); jerr == nil {
-			cause = starflowtype.ParseErrorInfo(b)
-		}
+		cause = mapInfo(detail) // decoded JSON: numbers keep their type
 	}
 	if cause == nil {
 		typ := starflowtype.ErrorUntyped

@@ -228,6 +228,7 @@ func (e *Env) Compile(src string) (cel.Program, error) {
 // Eval evaluates a compiled program with vars (missing names are null) and
 // converts the result to plain Go values.
 func (e *Env) Eval(ctx context.Context, p cel.Program, vars map[string]any) (any, error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, e.limits.Timeout)
 	defer cancel()
 	act := make(map[string]any, len(e.names))
@@ -240,6 +241,11 @@ func (e *Env) Eval(ctx context.Context, p cel.Program, vars map[string]any) (any
 	}
 	out, _, err := p.ContextEval(ctx, act)
 	if err != nil {
+		if parent.Err() != nil {
+			// The caller was cancelled meanwhile (a lane that lost its
+			// race, a step's timeout): that, not the expression, ended it.
+			return nil, &CancelledError{Cause: context.Cause(parent)}
+		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("expression exceeded its time limit of %s", e.limits.Timeout)
 		}

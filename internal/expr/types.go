@@ -33,17 +33,24 @@ func (e *Env) OutputType(src string) (string, error) {
 // `error.details` of an error without details is null, not a "no such
 // key" failure, while the value itself (`${{ error }}`, its JSON, size,
 // iteration) holds only the fields present. has(r.f) is true for a listed
-// field. Bind it as a variable's value; it is immutable.
+// field, while `'f' in r` is true only for a field present; equality
+// compares the fields present. Bind it as a variable's value; it is
+// immutable.
 type Record struct {
 	traits.Mapper
 	native map[string]any
 	fields []string
 }
 
+// RecordCause is the one field of a Record whose map value reads as a
+// Record too (an error's cause is an error); every other map value (an
+// error's body, its details) is the caller's data and reads as it is.
+const RecordCause = "cause"
+
 // NewRecord returns a Record over m (plain JSON values, not modified
-// afterwards) in which each of fields reads as null when absent. A field
-// whose value is itself a map reads as a Record with the same fields (an
-// error's cause).
+// afterwards) in which each of fields reads as null when absent. The
+// value of RecordCause, when it is a map and one of fields, reads as a
+// Record with the same fields.
 func NewRecord(m map[string]any, fields ...string) *Record {
 	return &Record{Mapper: types.DefaultTypeAdapter.NativeToValue(m).(traits.Mapper), native: m, fields: fields}
 }
@@ -55,7 +62,7 @@ func (r *Record) Find(key ref.Val) (ref.Val, bool) {
 		return r.Mapper.Find(key)
 	}
 	if v, present := r.native[string(k)]; present {
-		if sub, isMap := v.(map[string]any); isMap && slices.Contains(r.fields, string(k)) {
+		if sub, isMap := v.(map[string]any); isMap && string(k) == RecordCause && slices.Contains(r.fields, RecordCause) {
 			return NewRecord(sub, r.fields...), true
 		}
 		return r.Mapper.Find(key)
@@ -79,3 +86,11 @@ func (r *Record) MarshalJSON() ([]byte, error) { return json.Marshal(r.native) }
 
 // Native returns the fields present, as plain values.
 func (r *Record) Native() map[string]any { return r.native }
+
+// CancelledError is the error of an evaluation whose context was
+// cancelled while it ran: Cause is the context's cause. It is not the
+// expression's failure.
+type CancelledError struct{ Cause error }
+
+func (e *CancelledError) Error() string { return "evaluation cancelled: " + e.Cause.Error() }
+func (e *CancelledError) Unwrap() error { return e.Cause }
