@@ -1040,3 +1040,42 @@ steps:
 		t.Fatalf("output %s", run.Output)
 	}
 }
+
+// TestRaceFailureCaughtKeepsItsTypeAfterWake: a race every lane of which
+// failed, caught by a try whose catch waits, is run again when the try is
+// re-entered after the wake, and the catch sees the same typed error.
+func TestRaceFailureCaughtKeepsItsTypeAfterWake(t *testing.T) {
+	h := newHarness(t, starflow.Config{})
+	h.start()
+	d := h.apply(`
+name: race-caught
+steps:
+  - id: guard
+    try:
+      steps:
+        - id: race
+          parallel:
+            mode: race
+            lanes:
+              a: [{id: fa, fail: {message: no a, type: RefusedA}}]
+      catch:
+        - id: hold
+          wait: {signal: go}
+        - id: seen
+          pass: "${{ error.type }}"
+`)
+	ctx := context.Background()
+	r, err := h.eng.Enqueue(ctx, d.Name, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitParked(t, h, r.ID)
+	if _, err := h.eng.Signal(ctx, r.ID, "go", nil); err != nil {
+		t.Fatal(err)
+	}
+	run := wait(t, h.eng, r.ID)
+	mustSucceed(t, run)
+	if string(run.Output) != `"RefusedA"` {
+		t.Fatalf("output %s", run.Output)
+	}
+}

@@ -258,8 +258,13 @@ func (rs *runState) execRace(ctx context.Context, f, body *frame, s *workflow.St
 		result, decided = shaped, err
 		cancel(&raceLost{stepID: s.ID, winner: names[i]})
 	}
+	// Re-entered (the race parked at a lane's wait in an earlier execution
+	// of this attempt): lanes that failed then are not run again. A race
+	// that ended and runs again as a new try (an enclosing try re-entered)
+	// runs every lane.
+	reentered := rs.openTry(f.scope, s.ID) > 0
 	run := func(i int) {
-		if failed := rs.laneFailed(frames[i].scope, p.Lanes[names[i]]); failed != nil {
+		if failed := rs.laneFailed(frames[i].scope, p.Lanes[names[i]]); reentered && failed != nil {
 			// The lane failed in an earlier execution of this attempt (the
 			// race parked on another lane's wait): it is not run again.
 			mu.Lock()
