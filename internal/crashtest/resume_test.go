@@ -12,7 +12,12 @@ import (
 )
 
 // resumeWorkerFlags are the short tunables of the resume tests' workers.
-var resumeWorkerFlags = []string{"--lease-ttl", "2s", "--heartbeat", "500ms", "--poll-interval", "100ms"}
+// The tests assert how many attempts each run took, so a live worker must
+// never lose a lease: a 5 s TTL refreshed every 500 ms outlasts a 4.5 s
+// stall of a worker (CI runs every package under -race on two CPUs; with
+// a 2 s TTL one stall there interrupted the live workers' runs of
+// TestSIGKILLResumeNested a second time).
+var resumeWorkerFlags = []string{"--lease-ttl", "5s", "--heartbeat", "500ms", "--poll-interval", "100ms"}
 
 // startSweeper starts `starflow server` with a 500 ms sweep interval.
 func (c *cluster) startSweeper() *process {
