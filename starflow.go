@@ -335,7 +335,8 @@ func (e *Engine) newLeaseSweep() *maintenance.LeaseSweep {
 
 // maintenanceServices builds the services of one maintenance term: the
 // lease sweep, the timer poller, the notify retrier, the session-variable
-// GC, the stuck watch (the why-stuck metrics) and, with a warm tier that
+// GC, the stuck watch (the why-stuck metrics), the job sweep (remote
+// workers' expired leases) and, with a warm tier that
 // this process drains, the hash sweep.
 func (e *Engine) maintenanceServices() ([]maintenance.Service, error) {
 	sweep := e.newLeaseSweep()
@@ -346,7 +347,8 @@ func (e *Engine) maintenanceServices() ([]maintenance.Service, error) {
 	stuck := maintenance.NewStuckWatch(e.store, maintenance.StuckWatchConfig{
 		Interval: e.cfg.StuckInterval, OnPass: e.stuck.set, Logger: e.cfg.Logger,
 	})
-	services := []maintenance.Service{sweep, w.timers, w.notify, w.gc, stuck}
+	jobs := maintenance.NewJobSweep(e.store, maintenance.JobSweepConfig{Logger: e.cfg.Logger, OnRequeue: e.runner.Notify})
+	services := []maintenance.Service{sweep, w.timers, w.notify, w.gc, stuck, jobs}
 	if hs := e.tier.hashSweep(); hs != nil {
 		services = append(services, hs)
 	}

@@ -136,20 +136,31 @@ type Definition struct {
 // Role is what an API key may do (SPEC §9): viewer reads; operator also
 // enqueues, cancels, retriggers, signals, redrives and writes session
 // variables; admin also resumes, applies definitions and manages keys.
+// worker (issue 15) stands outside that order: it may only poll,
+// heartbeat, complete and fail the jobs of its workspace (what an admin
+// may do too), and nothing else.
 type Role string
 
-// Roles, weakest first.
+// Roles: the three ordered ones weakest first, then worker.
 const (
 	RoleViewer   Role = "viewer"
 	RoleOperator Role = "operator"
 	RoleAdmin    Role = "admin"
+	RoleWorker   Role = "worker"
 )
 
-// Valid reports whether r is one of the three roles.
-func (r Role) Valid() bool { return r.rank() > 0 }
+// Valid reports whether r is one of the four roles.
+func (r Role) Valid() bool { return r == RoleWorker || r.rank() > 0 }
 
-// Allows reports whether a key of role r may do what needs role need.
-func (r Role) Allows(need Role) bool { return r.rank() > 0 && r.rank() >= need.rank() }
+// Allows reports whether a key of role r may do what needs role need: an
+// ordered role allows what needs it or a weaker one; worker allows only
+// what needs worker, which admin allows too.
+func (r Role) Allows(need Role) bool {
+	if need == RoleWorker {
+		return r == RoleWorker || r == RoleAdmin
+	}
+	return r.rank() > 0 && r.rank() >= need.rank()
+}
 
 func (r Role) rank() int {
 	switch r {

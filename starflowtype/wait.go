@@ -15,6 +15,7 @@ const (
 	WaitTimer    WaitKind = "timer"    // a deadline (timer: DURATION or until: TIMESTAMP)
 	WaitApproval WaitKind = "approval" // a human decision
 	WaitChild    WaitKind = "child"    // a child run's end (workflow_call)
+	WaitJob      WaitKind = "job"      // a remote worker's job (worker_jobs; issue 15)
 )
 
 // WaitStatus is the state of a workflow_waits row.

@@ -179,6 +179,8 @@ type Adapter interface {
 	Operator
 	// Watchdog: live runners, stuck classes, queue heads, stuck counts.
 	Watchdog
+	// Jobs: remote workers' jobs (worker_jobs).
+	Jobs
 }
 
 // Capabilities are the optional abilities of an adapter.

@@ -65,6 +65,11 @@ const (
 	OpRevokeAPIKey             Op = "RevokeAPIKey"
 	OpRunnerSeen               Op = "RunnerSeen"
 	OpRunnerGone               Op = "RunnerGone"
+	OpClaimJob                 Op = "ClaimJob"
+	OpHeartbeatJob             Op = "HeartbeatJob"
+	OpCompleteJob              Op = "CompleteJob"
+	OpFailJob                  Op = "FailJob"
+	OpExpireJobLeases          Op = "ExpireJobLeases"
 )
 
 // EndedAttempt names an attempt whose open step rows (running, waiting) a

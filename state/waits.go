@@ -240,6 +240,10 @@ type RegisterWaitParams struct {
 	// Form is an approval wait's form, rendered and scrubbed of secrets
 	// (workflow_waits.form_json); nil when the wait has none.
 	Form json.RawMessage
+	// Job is the job of a job step's wait (kind job): written with the
+	// wait, in its transaction, unless the registration consumed the
+	// step's result from the inbox. Required for kind job, nil otherwise.
+	Job *JobSpec
 	// NotifyGrace delays the first maintenance retry of Notify
 	// (next_notify_at = database now + NotifyGrace): the registering runner
 	// delivers it inline first and records the outcome with MarkNotified, so
@@ -419,15 +423,23 @@ func PausedPayload(p *RunPausedParams) (json.RawMessage, error) {
 // registered without one.
 func CheckRegisterWait(p *RegisterWaitParams) (string, error) {
 	switch p.Kind {
-	case starflowtype.WaitSignal, starflowtype.WaitApproval, starflowtype.WaitTimer, starflowtype.WaitChild:
+	case starflowtype.WaitSignal, starflowtype.WaitApproval, starflowtype.WaitTimer, starflowtype.WaitChild, starflowtype.WaitJob:
 	default:
-		return "", fmt.Errorf("step %q: wait kind %q is not signal, timer, approval or child", p.StepID, p.Kind)
+		return "", fmt.Errorf("step %q: wait kind %q is not signal, timer, approval, child or job", p.StepID, p.Kind)
+	}
+	if (p.Kind == starflowtype.WaitJob) != (p.Job != nil) {
+		return "", fmt.Errorf("step %q: a job wait needs its Job, and only a job wait has one", p.StepID)
+	}
+	if j := p.Job; j != nil && (j.Type == "" || j.MaxTries < 1 || j.HeartbeatTimeout <= 0 || p.CorrelationKey == "") {
+		return "", fmt.Errorf("step %q: a job needs a type, max tries ≥ 1, a positive heartbeat timeout and the step instance as CorrelationKey", p.StepID)
 	}
 	if p.StepID == "" {
 		return "", errors.New("wait: StepID is required")
 	}
 	signal := p.Signal
 	switch p.Kind {
+	case starflowtype.WaitJob:
+		signal = starflowtype.JobSignal
 	case starflowtype.WaitChild:
 		if p.CorrelationKey == "" {
 			return "", fmt.Errorf("step %q: a child wait needs the child run id as CorrelationKey", p.StepID)

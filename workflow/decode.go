@@ -19,7 +19,7 @@ var (
 	defaultsFields    = []string{"timeout", "retry_policy"}
 	retryPolicyFields = []string{"max_attempts", "initial_interval", "backoff", "max_interval", "jitter", "retry_on"}
 	stepFields        = []string{"id", "when", "run_after", "retry_policy", "timeout", "output"}
-	stepKinds         = []string{"service_call", "context_set", "fail", "if", "try", "repeat_until", "for_each", "parallel", "switch", "pass", "wait", "workflow_call", "session_read", "session_write"}
+	stepKinds         = []string{"service_call", "context_set", "fail", "if", "try", "repeat_until", "for_each", "parallel", "switch", "pass", "wait", "workflow_call", "session_read", "session_write", "job"}
 	serviceCallFields = []string{"method", "url", "headers", "query", "body", "expect_status"}
 	failFields        = []string{"message", "type", "details"}
 	jitterModes       = []string{JitterFull, JitterEqual, JitterNone}
@@ -375,7 +375,7 @@ func (d *decoder) step(n *vnode, l *listSrc) *stepSrc {
 	d.cur = src
 	defer func() { d.cur = outer }()
 	var kinds []kindKey
-	var retryPos Pos
+	var retryPos, timeoutPos Pos
 	hasID, kindReported := false, false
 	for _, p := range n.pairs {
 		v := p.val
@@ -397,13 +397,14 @@ func (d *decoder) step(n *vnode, l *listSrc) *stepSrc {
 			s.RetryPolicy = d.retryPolicy(v, "retry_policy")
 			retryPos = p.keyPos
 		case "timeout":
+			timeoutPos = p.keyPos
 			s.Timeout, _ = d.duration(v, "timeout")
 		case "output":
 			d.inOutput = true
 			s.Output = d.template(v, "output")
 			d.inOutput = false
 		case "service_call", "context_set", "fail", "if", "try", "repeat_until", "for_each", "parallel",
-			"switch", "pass", "wait", "workflow_call", "session_read", "session_write":
+			"switch", "pass", "wait", "workflow_call", "session_read", "session_write", "job":
 			kinds = append(kinds, kindKey{p.key, p.keyPos, v})
 		default:
 			switch {
@@ -444,9 +445,14 @@ func (d *decoder) step(n *vnode, l *listSrc) *stepSrc {
 			s.Pass = &Pass{Value: d.templateOrNull(k.val, "pass")}
 		case "wait", "workflow_call", "session_read", "session_write":
 			d.durable(s, k)
+		case "job":
+			s.Job = d.job(k.val, k.pos)
 		default:
 			s.Custom = &Custom{Type: k.name, Input: d.templateOrNull(k.val, k.name)}
 		}
+	}
+	if s.Job != nil && s.Timeout > 0 && !d.opts.Stored {
+		d.errorf(timeoutPos, "timeout on a job step has no effect: the job's own limits are job.timeout (all its tries) and job.heartbeat_timeout (its lease)")
 	}
 	if s.RetryPolicy != nil && len(kinds) == 1 && noRetries(s) && !d.opts.Stored {
 		d.errorf(retryPos, "retry_policy on a %s step has no effect: %s; put retry_policy on the steps inside it, or leave it out", s.Kind(), whyNoRetries(s))

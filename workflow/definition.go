@@ -102,7 +102,8 @@ type Step struct {
 	WorkflowCall *WorkflowCall `json:"workflow_call,omitempty"`
 	SessionRead  *SessionRead  `json:"session_read,omitempty"`
 	SessionWrite *SessionWrite `json:"session_write,omitempty"`
-	Custom       *Custom       `json:"-"` // marshalled as {"<type>": input}
+	Job          *Job          `json:"job,omitempty"` // a remote worker's (jobs.go)
+	Custom       *Custom       `json:"-"`             // marshalled as {"<type>": input}
 
 	// Pos is where the step starts in the source (not canonical).
 	Pos Pos `json:"-"`
@@ -395,6 +396,8 @@ func (s *Step) Kind() string {
 		return "session_read"
 	case s.SessionWrite != nil:
 		return "session_write"
+	case s.Job != nil:
+		return "job"
 	case s.Custom != nil:
 		return s.Custom.Type
 	}
@@ -426,6 +429,7 @@ type stepJSON struct {
 	WorkflowCall *WorkflowCall `json:"workflow_call,omitempty"`
 	SessionRead  *SessionRead  `json:"session_read,omitempty"`
 	SessionWrite *SessionWrite `json:"session_write,omitempty"`
+	Job          *Job          `json:"job,omitempty"`
 }
 
 // MarshalJSON writes the step with its custom type, if any, as a key of
@@ -437,6 +441,7 @@ func (s *Step) MarshalJSON() ([]byte, error) {
 		Fail: s.Fail, If: s.If, Try: s.Try, RepeatUntil: s.RepeatUntil, ForEach: s.ForEach, Parallel: s.Parallel,
 		Switch: s.Switch, Pass: s.Pass,
 		Wait: s.Wait, WorkflowCall: s.WorkflowCall, SessionRead: s.SessionRead, SessionWrite: s.SessionWrite,
+		Job: s.Job,
 	}
 	if s.RunAfter != nil {
 		c.RunAfter = &s.RunAfter

@@ -38,7 +38,7 @@ func newKeysCreateCmd(g *globalFlags) *cobra.Command {
 	var p keyParams
 	var role string
 	cmd := &cobra.Command{
-		Use:   "create --name NAME --role viewer|operator|admin --workspace W [--env E]",
+		Use:   "create --name NAME --role viewer|operator|admin|worker --workspace W [--env E]",
 		Short: "Create an API key; the key is printed once, alone on stdout",
 		Long: `Create an API key and print it, alone on its line on stdout, so a script can keep it:
 
@@ -75,7 +75,7 @@ every env of the workspace).`,
 		},
 	}
 	cmd.Flags().StringVar(&p.Name, "name", "", "what the key is for (required)")
-	cmd.Flags().StringVar(&role, "role", "", "viewer, operator or admin (required)")
+	cmd.Flags().StringVar(&role, "role", "", "viewer, operator, admin, or worker (a remote worker: jobs only) (required)")
 	cmd.Flags().StringVar(&p.Workspace, "workspace", "", "the workspace the key acts in (required on a store; through a server, checked against the caller's)")
 	cmd.Flags().StringVar(&p.Env, "env", "", "limit the key to the runs of this env (default: every env)")
 	return remoteCommand(cmd)

@@ -309,6 +309,7 @@ var builtins = map[string]bool{
 	"service_call": true, "context_set": true, "fail": true, "session_read": true,
 	"session_write": true, "wait": true, "workflow_call": true, "if": true, "try": true,
 	"repeat_until": true, "for_each": true, "parallel": true, "switch": true, "pass": true,
+	"job": true,
 }
 
 // Register adds a custom step type. name must match [a-z0-9][a-z0-9_-]*

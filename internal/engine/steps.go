@@ -174,8 +174,8 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 	if s.IsConstruct() {
 		return rs.execConstruct(ctx, f, s)
 	}
-	if s.Wait != nil || s.WorkflowCall != nil {
-		return rs.execWait(ctx, f, s) // no tries, no step timeout: the wait has its own
+	if s.Wait != nil || s.WorkflowCall != nil || s.Job != nil {
+		return rs.execWait(ctx, f, s) // no tries, no step timeout: the wait has its own (a job's tries are the store's)
 	}
 	policy := resolveRetry(s, rs.def)
 	timeout := rs.e.cfg.StepTimeout

@@ -114,8 +114,13 @@ func (rs *runState) finishWait(ctx context.Context, f *frame, s *workflow.Step, 
 			return nil, rs.fail(f, s, try, step.Permanent(fmt.Errorf("wake payload of wait %s: %w", w.ID, err)))
 		}
 	}
-	if w.Status == starflowtype.WaitTimedOut {
+	if w.Status == starflowtype.WaitTimedOut && s.Job == nil {
 		payload = map[string]any{"timed_out": true}
+	}
+	if s.Job != nil {
+		if payload, err = jobResult(s, w, payload); err != nil {
+			return nil, rs.fail(f, s, try, err)
+		}
 	}
 	if s.WorkflowCall != nil {
 		m, _ := payload.(map[string]any)
@@ -184,6 +189,8 @@ type waitPlan struct {
 	notify         *notifyRequest // unscrubbed
 	form           any            // an approval's rendered form (unscrubbed); nil when none
 	child          *state.EnqueueRunParams
+	job            *state.JobSpec // input not yet scrubbed: jobInput
+	jobInput       any
 }
 
 // enterDurableWait enters the wait of step s (see the package comment
@@ -250,7 +257,12 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 	// 3. The wait row (and the token's hash).
 	p := &state.RegisterWaitParams{StepKey: key, Lease: rs.led.lease, ID: uuid.NewString(), WorkspaceID: rs.run.WorkspaceID,
 		Kind: plan.kind, Signal: plan.signal, CorrelationKey: plan.correlationKey, WakeIn: plan.wakeIn, WakeAt: plan.wakeAt,
-		ExpiresIn: plan.timeout, NotifyGrace: notifyGrace}
+		ExpiresIn: plan.timeout, NotifyGrace: notifyGrace, Job: plan.job}
+	if plan.job != nil {
+		if plan.job.Input, err = rs.scrubbed("job.input", plan.jobInput); err != nil {
+			return rs.fail(f, s, try, err)
+		}
+	}
 	var token string
 	if plan.notify != nil {
 		k, err := rs.signingKey(wctx)
@@ -398,6 +410,9 @@ func (rs *runState) planWait(ctx context.Context, f *frame, s *workflow.Step) (*
 			return nil, err
 		}
 		return &waitPlan{kind: starflowtype.WaitChild, signal: starflowtype.ChildSignal, child: p}, nil
+	}
+	if s.Job != nil {
+		return rs.planJob(ctx, f, s)
 	}
 	w := s.Wait
 	plan := &waitPlan{signal: w.SignalName(s.ID), timeout: time.Duration(w.Timeout)}

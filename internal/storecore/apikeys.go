@@ -38,7 +38,7 @@ func checkAPIKey(p *state.CreateAPIKeyParams) (string, error) {
 	case p.WorkspaceID == "":
 		return "", starflowtype.Invalid(fmt.Errorf("api key %q: the workspace is required", p.Name))
 	case !p.Role.Valid():
-		return "", starflowtype.Invalid(fmt.Errorf("api key %q: role %q is not viewer, operator or admin", p.Name, p.Role))
+		return "", starflowtype.Invalid(fmt.Errorf("api key %q: role %q is not viewer, operator, admin or worker", p.Name, p.Role))
 	case len(p.KeyHash) != 64 || strings.Trim(p.KeyHash, "0123456789abcdef") != "":
 		return "", starflowtype.Invalid(fmt.Errorf("api key %q: the key hash must be 64 lower-case hex digits (the sha256 of the key, never the key)", p.Name))
 	}

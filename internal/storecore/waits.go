@@ -109,6 +109,11 @@ func (s *Store) RegisterWait(ctx context.Context, p *state.RegisterWaitParams) (
 						return err
 					}
 				}
+				if p.Kind == starflowtype.WaitJob {
+					if err := t.insertJob(ctx, w, m.workspace, p.Job); err != nil {
+						return err
+					}
+				}
 			case err != nil:
 				return err
 			default:
@@ -447,6 +452,9 @@ func (t *txn) wake(ctx context.Context, w *starflowtype.Wait, status starflowtyp
 	if n == 0 {
 		return fmt.Errorf("wait %s: %w", w.ID, starflowtype.ErrWaitClosed)
 	}
+	if err := t.closeJob(ctx, w); err != nil {
+		return err
+	}
 	name := t.s.d.Name()
 	faultpoint.Hit(name + ".wake.after_wait")
 	if err := t.event(ctx, m, w.RunID, w.Attempt, starflowtype.EventWakeReceived, w.StepID, w.ScopePath, state.WakePayload(w, status, via)); err != nil {
@@ -509,7 +517,11 @@ func (t *txn) cancelWaits(ctx context.Context, name string, args ...any) error {
 		return err
 	}
 	for _, id := range ids {
-		if _, err := t.waitChanged(ctx, id); err != nil {
+		w, err := t.waitChanged(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := t.closeJob(ctx, w); err != nil {
 			return err
 		}
 	}

@@ -787,7 +787,7 @@ SELECT w.workspace_id, coalesce(w.signal, ''), coalesce(w.correlation_key, ''),
     ON s.run_id = w.run_id AND s.attempt = w.attempt
    AND s.scope_path = w.scope_path AND s.step_id = w.step_id
  WHERE w.run_id = $1 AND w.attempt = $2 AND w.status = 'woken'
-   AND w.kind IN ('signal', 'approval', 'child') AND s.status = 'waiting'
+   AND w.kind IN ('signal', 'approval', 'child', 'job') AND s.status = 'waiting'
  ORDER BY w.consumed_at, w.seq;
 
 -- name: run_end_info
@@ -1361,3 +1361,92 @@ e AS (
        FROM f, s
      RETURNING id, created_at)
 /*_sw_result*/
+
+-- Remote workers' jobs (issue 15; storecore/jobs.go). Every change of a
+-- running job is conditional on its fencing token, its status and its
+-- lease (the database's clock): the exactly-once points of the protocol.
+
+-- name: _job_columns
+id::text, workspace_id, run_id::text, attempt, scope_path, step_id, step_type, status,
+coalesce(leased_by, ''), lease_until, lease_epoch, coalesce(lease_token, ''), tries, max_tries,
+heartbeat_ms, retry_json, available_at, idempotency_key, input_json, output_json,
+coalesce(error, ''), error_json, created_at, updated_at
+
+-- name: insert_job
+INSERT INTO worker_jobs (id, workspace_id, run_id, attempt, scope_path, step_id, step_type,
+                         max_tries, heartbeat_ms, retry_json, idempotency_key, input_json)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $12::json);
+
+-- name: get_job
+SELECT /*_job_columns*/ FROM worker_jobs WHERE id = $1 AND ($2::text = '' OR workspace_id = $2);
+
+-- name: pick_job
+-- The oldest claimable job of the types a worker serves; a job another
+-- poll is claiming is skipped, not waited for.
+SELECT id::text, heartbeat_ms FROM worker_jobs
+ WHERE workspace_id = $1 AND status = 'queued' AND step_type = ANY ($2::text[])
+   AND available_at <= now()
+ ORDER BY available_at, created_at
+ LIMIT 1
+   FOR UPDATE SKIP LOCKED;
+
+-- name: claim_job
+UPDATE worker_jobs
+   SET status = 'running', leased_by = $2, lease_token = $3, lease_epoch = lease_epoch + 1,
+       tries = tries + 1, lease_until = now() + $4::bigint * interval '1 microsecond', updated_at = now()
+ WHERE id = $1 AND status = 'queued'
+RETURNING /*_job_columns*/;
+
+-- name: record_job_poll
+INSERT INTO worker_job_pollers (workspace_id, step_type, worker, last_poll_at)
+SELECT $1, t, $3, now() FROM unnest($2::text[]) AS t
+ON CONFLICT (workspace_id, step_type, worker) DO UPDATE SET last_poll_at = excluded.last_poll_at;
+
+-- name: job_pollers
+SELECT workspace_id, step_type, worker, last_poll_at FROM worker_job_pollers
+ WHERE workspace_id = $1 AND step_type = ANY ($2::text[])
+   AND last_poll_at >= now() + $3::bigint * interval '1 microsecond'
+ ORDER BY last_poll_at DESC
+ LIMIT 100;
+
+-- name: heartbeat_job
+UPDATE worker_jobs SET lease_until = now() + $3::bigint * interval '1 microsecond', updated_at = now()
+ WHERE id = $1 AND lease_token = $2 AND status = 'running' AND lease_until >= now()
+RETURNING /*_job_columns*/;
+
+-- name: complete_job
+UPDATE worker_jobs SET status = 'succeeded', output_json = $3::json, lease_until = NULL, updated_at = now()
+ WHERE id = $1 AND lease_token = $2 AND status = 'running' AND lease_until >= now()
+RETURNING /*_job_columns*/;
+
+-- name: fail_job
+-- A failed try: queued again after $6 (microseconds) when $5, else failed.
+UPDATE worker_jobs
+   SET status = CASE WHEN $5::boolean THEN 'queued' ELSE 'failed' END,
+       error = $3, error_json = $4::json, lease_until = NULL,
+       lease_token = CASE WHEN $5::boolean THEN NULL ELSE lease_token END,
+       available_at = CASE WHEN $5::boolean THEN now() + $6::bigint * interval '1 microsecond' ELSE available_at END,
+       updated_at = now()
+ WHERE id = $1 AND lease_token = $2 AND status = 'running' AND lease_until >= now()
+RETURNING /*_job_columns*/;
+
+-- name: expired_jobs
+SELECT id::text FROM worker_jobs WHERE status = 'running' AND lease_until < now()
+ ORDER BY lease_until LIMIT $1;
+
+-- name: expire_job
+-- The job sweep: a lease that passed, queued again after $5 when $4, else
+-- failed with the timeout error ($2, $3).
+UPDATE worker_jobs
+   SET status = CASE WHEN $4::boolean THEN 'queued' ELSE 'failed' END,
+       error = $2, error_json = $3::json, lease_until = NULL, lease_token = NULL,
+       available_at = CASE WHEN $4::boolean THEN now() + $5::bigint * interval '1 microsecond' ELSE available_at END,
+       updated_at = now()
+ WHERE id = $1 AND status = 'running' AND lease_until < now()
+RETURNING /*_job_columns*/;
+
+-- name: close_job
+-- The job's wait closed without it (run ended, attempt interrupted, the
+-- job's timeout): the job is cancelled; a worker holding it gets 409.
+UPDATE worker_jobs SET status = 'cancelled', lease_until = NULL, updated_at = now()
+ WHERE id = $1 AND status IN ('queued', 'running');
