@@ -26,7 +26,7 @@ type Problem struct {
 	Title  string `json:"title" doc:"A short summary of the problem type."`
 	Status int    `json:"status" doc:"The HTTP status code."`
 	Detail string `json:"detail,omitempty" doc:"What went wrong with this request, and what to do."`
-	Code   string `json:"code,omitempty" doc:"A machine-readable reason on 409s: conflict, revision_mismatch, no_checkpoint."`
+	Code   string `json:"code,omitempty" doc:"A machine-readable reason on 409s: conflict, revision_mismatch, no_checkpoint, lease_lost."`
 	// Errors are the invalid fields of a request that failed validation.
 	Errors []ProblemError `json:"errors,omitempty" doc:"The invalid parts of the request, when it failed validation."`
 }
@@ -44,6 +44,10 @@ const (
 	CodeConflict         = "conflict"
 	CodeRevisionMismatch = "revision_mismatch"
 	CodeNoCheckpoint     = "no_checkpoint"
+	// CodeLeaseLost: a remote worker's call with a fencing token that is
+	// not the job's current claim, an expired lease, or a job that is no
+	// longer running (issue 15). The worker stops the job.
+	CodeLeaseLost = "lease_lost"
 )
 
 // Error implements error: the client returns a *Problem for every non-2xx

@@ -46,7 +46,7 @@ type Job struct {
 	StepID         string          `json:"step_id"`
 	Attempt        int             `json:"attempt" doc:"The run's attempt the job belongs to."`
 	Tries          int             `json:"tries" doc:"This claim's try number, from 1; tries count against the step's retry_policy.max_attempts."`
-	IdempotencyKey string          `json:"idempotency_key" doc:"The same for every try of this step instance in this attempt: deduplicate side effects with it."`
+	IdempotencyKey string          `json:"idempotency_key" doc:"The same for every try of this step instance of this run, across the run's attempts: deduplicate side effects with it."`
 	FencingToken   string          `json:"fencing_token" doc:"Sent with every heartbeat, complete and fail of this claim; a later claim's token replaces it."`
 	LeaseUntil     time.Time       `json:"lease_until" doc:"When the lease expires unless a heartbeat extends it."`
 	// HeartbeatTimeoutMS is how long, in ms, each heartbeat extends the

@@ -187,6 +187,7 @@ func newAPI(mux *http.ServeMux, cfg apiSettings) (*apiServer, error) {
 	s.registerHealth()
 	s.registerMe()
 	s.registerHealthReport()
+	s.registerJobs()
 	s.registerSignIn(mux)
 	return s, nil
 }
@@ -207,8 +208,15 @@ func (s *apiServer) authorize(hctx huma.Context, next func(huma.Context)) {
 		if p != nil {
 			have = "role " + string(p.role)
 		}
-		_ = huma.WriteErr(s.api, hctx, http.StatusForbidden, fmt.Sprintf("%s %s needs role %s or higher; the caller has %s", op.Method, op.Path, need, have))
+		want := "role " + string(need) + " or higher"
+		if need == starflowtype.RoleWorker {
+			want = "role worker or admin"
+		}
+		_ = huma.WriteErr(s.api, hctx, http.StatusForbidden, fmt.Sprintf("%s %s needs %s; the caller has %s", op.Method, op.Path, want, have))
 		return
+	}
+	if long, _ := op.Metadata[metaLongPoll].(bool); long {
+		extendLongPoll(hctx)
 	}
 	if limited, _ := op.Metadata[metaLimited].(bool); limited && s.limit != nil {
 		r, _ := humago.Unwrap(hctx)
@@ -227,11 +235,19 @@ func (s *apiServer) authorize(hctx huma.Context, next func(huma.Context)) {
 func op(id, method, path string, role starflowtype.Role, summary string, tags ...string) huma.Operation {
 	return huma.Operation{
 		OperationID: id, Method: method, Path: path, Summary: summary, Tags: tags,
-		Description: fmt.Sprintf("Needs role %s or higher.", role),
+		Description: needsRole(role),
 		Metadata:    map[string]any{metaRole: role},
 		Security:    []map[string][]string{{"bearer": {}}},
 		Errors:      []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden},
 	}
+}
+
+// needsRole describes who may call an operation needing role.
+func needsRole(role starflowtype.Role) string {
+	if role == starflowtype.RoleWorker {
+		return "Needs role worker (a remote worker's key) or admin."
+	}
+	return fmt.Sprintf("Needs role %s or higher.", role)
 }
 
 // limited marks an operation rate-limited per caller.
@@ -272,6 +288,8 @@ func (s *apiServer) fail(err error) error {
 		return conflict(api.CodeRevisionMismatch, err.Error())
 	case errors.Is(err, starflowtype.ErrNoCheckpoint):
 		return conflict(api.CodeNoCheckpoint, err.Error())
+	case errors.Is(err, starflowtype.ErrLeaseLost):
+		return conflict(api.CodeLeaseLost, err.Error())
 	case errors.Is(err, starflowtype.ErrConflict):
 		return conflict(api.CodeConflict, err.Error())
 	case errors.Is(err, starflowtype.ErrNotFound):

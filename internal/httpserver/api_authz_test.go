@@ -8,7 +8,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/api"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
@@ -53,7 +55,7 @@ func runRoute(format string, body any, mk func(*apiEnv, string) *starflowtype.Ru
 // allRoutes is every route of the listener with a key-protected or
 // public apiAnswer: the matrix checks each.
 func allRoutes() []routeCase {
-	viewer, operator, admin := starflowtype.RoleViewer, starflowtype.RoleOperator, starflowtype.RoleAdmin
+	viewer, operator, admin, worker := starflowtype.RoleViewer, starflowtype.RoleOperator, starflowtype.RoleAdmin, starflowtype.RoleWorker
 	ended := (*apiEnv).ended
 	return []routeCase{
 		{"PUT", "/api/workflows/{name}", admin, false, 200, fixed("/api/workflows/quick", quickWF)},
@@ -121,7 +123,55 @@ func allRoutes() []routeCase {
 		{"GET", "/readyz", "", false, 200, fixed("/readyz", nil)},
 		{"GET", "/openapi.json", "", false, 200, fixed("/openapi.json", nil)},
 		{"POST", "/wake/{token}", "", false, 401, fixed("/wake/not-a-token", nil)},
+		{"POST", "/api/jobs/poll", worker, false, 204, fixed("/api/jobs/poll", map[string]any{"types": []string{"none-such"}, "worker": "w"})},
+		{"POST", "/api/jobs/{id}/heartbeat", worker, true, 200, jobRoute("heartbeat", nil)},
+		{"POST", "/api/jobs/{id}/complete", worker, true, 200, jobRoute("complete", map[string]any{"output": 1})},
+		{"POST", "/api/jobs/{id}/fail", worker, true, 200, jobRoute("fail", map[string]any{"error": map[string]any{"type": "x", "message": "m"}})},
 	}
+}
+
+// jobWF parks at a remote worker's job.
+const jobWF = `name: jobbed
+steps:
+  - id: work
+    job: {type: matrix}
+`
+
+// jobRoute is a prep naming a job of ws held by a worker (a fresh one when
+// fresh), its fencing token put in body.
+func jobRoute(action string, body map[string]any) func(*apiEnv, string, bool) (string, any) {
+	shared := map[string]*starflowtype.WorkerJob{}
+	return func(e *apiEnv, ws string, fresh bool) (string, any) {
+		j := shared[ws]
+		if fresh || j == nil {
+			j = e.heldJob(ws)
+			if !fresh {
+				shared[ws] = j
+			}
+		}
+		b := map[string]any{"fencing_token": j.LeaseToken}
+		for k, v := range body {
+			b[k] = v
+		}
+		return "/api/jobs/" + j.ID + "/" + action, b
+	}
+}
+
+// heldJob enqueues a run of jobWF in ws and claims its job.
+func (e *apiEnv) heldJob(ws string) *starflowtype.WorkerJob {
+	e.t.Helper()
+	ctx := starflow.WithScope(context.Background(), starflow.Scope{Workspace: ws})
+	if _, err := e.eng.Apply(ctx, "jobbed.yaml", []byte(jobWF)); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.eng.Enqueue(ctx, "jobbed", map[string]any{}, nil); err != nil {
+		e.t.Fatal(err)
+	}
+	j, err := e.eng.PollJob(context.Background(), ws, []string{"matrix"}, "matrix-worker", 10*time.Second)
+	if err != nil || j == nil {
+		e.t.Fatalf("claim a job of %s: %v %v", ws, j, err)
+	}
+	return j
 }
 
 // revision is the current revision of workflow name in workspace ws.
@@ -156,7 +206,7 @@ func (e *apiEnv) seq() int { return int(seqN.Add(1)) }
 func TestAuthorizationMatrix(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t, true, nil)
-	callers := []string{"", "alpha/viewer", "alpha/operator", "alpha/admin"}
+	callers := []string{"", "alpha/viewer", "alpha/operator", "alpha/admin", "alpha/worker"}
 	for _, rc := range allRoutes() {
 		for _, target := range []string{"alpha", "beta"} {
 			for _, caller := range callers {

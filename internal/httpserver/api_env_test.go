@@ -154,7 +154,7 @@ func newAPIEnvOn(t *testing.T, store state.Adapter, withKeys bool, mod func(*API
 	e := &apiEnv{t: t, url: srv.URL, eng: eng, store: store, keys: map[string]string{}}
 	if withKeys {
 		for _, ws := range []string{"alpha", "beta"} {
-			for _, role := range []starflowtype.Role{starflowtype.RoleViewer, starflowtype.RoleOperator, starflowtype.RoleAdmin} {
+			for _, role := range []starflowtype.Role{starflowtype.RoleViewer, starflowtype.RoleOperator, starflowtype.RoleAdmin, starflowtype.RoleWorker} {
 				e.keys[ws+"/"+string(role)] = e.createKey(ws, "", role)
 			}
 		}

@@ -108,6 +108,12 @@ func (s *apiServer) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if p.role == starflowtype.RoleWorker && !strings.HasPrefix(r.URL.Path, "/api/jobs/") {
+			// A remote worker's key serves jobs and reads nothing else:
+			// not the runs, not the live views, not the metrics.
+			problem(w, http.StatusForbidden, "Forbidden", "a key of role worker may only call the remote-worker routes (/api/jobs/…)")
+			return
+		}
 		if p.browser && !safeMethod(r.Method) && !csrfMatches(r) {
 			problem(w, http.StatusForbidden, "Forbidden", forgedDetail)
 			return

@@ -61,6 +61,14 @@ CREATE TABLE worker_job_pollers (
     PRIMARY KEY (workspace_id, step_type, worker)
 );
 
+-- Role worker (a remote worker's key: it may only poll, heartbeat,
+-- complete and fail jobs of its workspace).
+ALTER TABLE api_keys DROP CONSTRAINT api_keys_role_check;
+ALTER TABLE api_keys ADD CONSTRAINT api_keys_role_check CHECK (role IN ('viewer', 'operator', 'admin', 'worker'));
+
 -- +goose Down
+DELETE FROM api_keys WHERE role = 'worker';
+ALTER TABLE api_keys DROP CONSTRAINT api_keys_role_check;
+ALTER TABLE api_keys ADD CONSTRAINT api_keys_role_check CHECK (role IN ('viewer', 'operator', 'admin'));
 DROP TABLE worker_job_pollers;
 DROP TABLE worker_jobs;

@@ -61,6 +61,25 @@ CREATE TABLE worker_job_pollers (
     PRIMARY KEY (workspace_id, step_type, worker)
 );
 
+-- Role worker (a remote worker's key: it may only poll, heartbeat,
+-- complete and fail jobs of its workspace). SQLite cannot change a CHECK
+-- constraint: the table is rebuilt with the same columns and rows.
+CREATE TABLE api_keys_new (
+    id           TEXT PRIMARY KEY,
+    workspace_id TEXT NOT NULL,
+    env          TEXT NOT NULL DEFAULT '',
+    role         TEXT NOT NULL CHECK (role IN ('viewer', 'operator', 'admin', 'worker')),
+    key_hash     TEXT NOT NULL UNIQUE,
+    name         TEXT NOT NULL DEFAULT '',
+    created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+    revoked_at   TEXT
+);
+INSERT INTO api_keys_new (id, workspace_id, env, role, key_hash, name, created_at, revoked_at)
+SELECT id, workspace_id, env, role, key_hash, name, created_at, revoked_at FROM api_keys;
+DROP TABLE api_keys;
+ALTER TABLE api_keys_new RENAME TO api_keys;
+
 -- +goose Down
+DELETE FROM api_keys WHERE role = 'worker';
 DROP TABLE worker_job_pollers;
 DROP TABLE worker_jobs;
