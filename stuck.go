@@ -118,7 +118,7 @@ func (s *stuckReader) reason(ctx context.Context, r *state.StuckRow) (*starflowt
 	switch r.Class {
 	case state.ClassNone:
 		return nil, nil
-	case state.ClassWaitingSignal, state.ClassWaitingApproval, state.ClassWaitingTimer, state.ClassWaitingChild:
+	case state.ClassWaitingSignal, state.ClassWaitingApproval, state.ClassWaitingTimer, state.ClassWaitingChild, state.ClassWaitingJob:
 		st.Reason = state.ClassReason(r.Class)
 		d.StepID, d.ScopePath, d.ExpiresAt = r.WaitStepID, r.WaitScopePath, r.WaitExpiresAt
 		at := stepName(r.WaitStepID, r.WaitScopePath)
@@ -135,6 +135,12 @@ func (s *stuckReader) reason(ctx context.Context, r *state.StuckRow) (*starflowt
 		case starflowtype.WaitChild:
 			d.ChildRunID = r.WaitKey
 			d.Message = fmt.Sprintf("waiting for child run %s at %s since %s", r.WaitKey, at, since)
+		case starflowtype.WaitJob:
+			d.JobType = strings.TrimPrefix(r.WaitSignal, starflowtype.JobSignal+":")
+			d.Message = fmt.Sprintf("waiting for a remote worker to finish job %s at %s since %s", d.JobType, at, since)
+			if polled, err := s.store.JobPollers(ctx, &state.JobPollersParams{WorkspaceID: r.WorkspaceID, Types: []string{d.JobType}, Since: JobPollersRecent}); err == nil && len(polled) == 0 {
+				d.Message += fmt.Sprintf("; no worker has polled for job type %s in the last %s (start one: docs/api.md, Remote workers)", d.JobType, JobPollersRecent)
+			}
 		}
 		if !r.WaitExpiresAt.IsZero() {
 			d.Message += ", timing out at " + stuckTime(r.WaitExpiresAt)
@@ -242,6 +248,10 @@ func (s *stuckReader) queued(ctx context.Context, r *state.StuckRow, st *starflo
 	}
 	return st, nil
 }
+
+// JobPollersRecent is how recent a poll must be for a stuck reason (and
+// `starflow run`) to count a worker of a job type as running.
+const JobPollersRecent = time.Minute
 
 // stepName names a step instance in a sentence.
 func stepName(id, scope string) string {

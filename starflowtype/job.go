@@ -20,10 +20,11 @@ const (
 	JobCancelled JobStatus = "cancelled"
 )
 
-// JobSignal is the signal of a job step's wait (workflow_waits.signal):
+// JobSignal, then ":" and the job type, is the signal of a job step's
+// wait (workflow_waits.signal; correlation_key names the step instance):
 // a completed job whose run was interrupted before it resumed goes back to
-// the inbox under it, keyed by the step instance, so the next attempt's
-// job step takes the result instead of queueing the job again.
+// the inbox under it, so the next attempt's job step takes the result
+// instead of queueing the job again.
 const JobSignal = "starflow.job"
 
 // WorkerJob is one row of worker_jobs (SPEC appendix A): a `job` step

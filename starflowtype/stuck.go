@@ -25,6 +25,10 @@ const (
 	// StuckWaitingChild: paused at a workflow_call until its child run
 	// (Detail.ChildRunID) ends; Detail.Child is the child's own reason.
 	StuckWaitingChild StuckReason = "waiting_child"
+	// StuckWaitingJob: paused at a job step until a remote worker ends
+	// its job (Detail.JobType; Detail.Message says when no worker polled
+	// for that type within the last minute).
+	StuckWaitingJob StuckReason = "waiting_job"
 	// StuckRetryBackoff: waiting out a retry backoff — of one step between
 	// two tries (Detail.StepID, Detail.ScopePath, Detail.Try) while the
 	// runner holds the run, or of the whole run between two attempts
@@ -54,7 +58,7 @@ const (
 
 // StuckReasons returns every reason, in the order above (a new slice).
 func StuckReasons() []StuckReason {
-	return []StuckReason{StuckWaitingSignal, StuckWaitingTimer, StuckWaitingApproval, StuckWaitingChild,
+	return []StuckReason{StuckWaitingSignal, StuckWaitingTimer, StuckWaitingApproval, StuckWaitingChild, StuckWaitingJob,
 		StuckRetryBackoff, StuckQueuedNoRunner, StuckQueuedBehind, StuckLeaseStale, StuckInterrupted,
 		StuckCancelRequested}
 }
@@ -82,6 +86,8 @@ type StuckDetail struct {
 	Message string `json:"message"`
 	// Signal: the signal a waiting_signal or waiting_approval wait wakes on.
 	Signal string `json:"signal,omitempty"`
+	// JobType: the job type a waiting_job step waits for a worker of.
+	JobType string `json:"job_type,omitempty"`
 	// StepID and ScopePath: the step instance that waits, retries, or is
 	// in flight (cancel_requested).
 	StepID    string `json:"step_id,omitempty"`

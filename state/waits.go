@@ -439,7 +439,7 @@ func CheckRegisterWait(p *RegisterWaitParams) (string, error) {
 	signal := p.Signal
 	switch p.Kind {
 	case starflowtype.WaitJob:
-		signal = starflowtype.JobSignal
+		signal = starflowtype.JobSignal + ":" + p.Job.Type
 	case starflowtype.WaitChild:
 		if p.CorrelationKey == "" {
 			return "", fmt.Errorf("step %q: a child wait needs the child run id as CorrelationKey", p.StepID)

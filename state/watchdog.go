@@ -88,6 +88,7 @@ const (
 	ClassWaitingTimer    = "waiting_timer"
 	ClassWaitingApproval = "waiting_approval"
 	ClassWaitingChild    = "waiting_child"
+	ClassWaitingJob      = "waiting_job"
 	ClassRetryStep       = "retry_step" // held, a step between two tries
 	ClassRetryRun        = "retry_run"  // interrupted, queued, available later
 	ClassDelayed         = "delayed"    // queued, available later (a delayed enqueue)

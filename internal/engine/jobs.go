@@ -60,7 +60,7 @@ func (rs *runState) planJob(ctx context.Context, f *frame, s *workflow.Step) (*w
 		}
 		retry.RetryExpired = ok
 	}
-	return &waitPlan{kind: starflowtype.WaitJob, signal: starflowtype.JobSignal, correlationKey: jobCorrelation(f.scope, s.ID),
+	return &waitPlan{kind: starflowtype.WaitJob, signal: starflowtype.JobSignal + ":" + j.Type, correlationKey: jobCorrelation(f.scope, s.ID),
 		timeout: time.Duration(j.Timeout), jobInput: in, job: &state.JobSpec{Type: j.Type, MaxTries: p.maxTries,
 			HeartbeatTimeout: hb, Retry: retry, IdempotencyKey: JobIdempotencyKey(rs.run.ID, f.scope, s.ID)}}, nil
 }

@@ -64,6 +64,7 @@ const (
 	wfTimer    = "name: stuck-timer\nsteps:\n  - id: nap\n    wait: {timer: 1h}\n"
 	wfApproval = "name: stuck-approval\nsteps:\n  - id: sign\n    wait: {approval: {signal: sign_off}}\n"
 	wfChild    = "name: stuck-parent\nsteps:\n  - id: call\n    workflow_call: {workflow: stuck-signal}\n"
+	wfJob      = "name: stuck-job\nsteps:\n  - id: convert\n    job: {type: nobody-serves}\n"
 	wfStepTry  = "name: stuck-step-retry\nsteps:\n  - id: flaky\n    boom: {}\n    retry_policy: {max_attempts: 3, initial_interval: 1h, max_interval: 1h}\n"
 	wfRunTry   = "name: stuck-run-retry\nmax_attempts: 3\nsteps:\n  - id: flaky\n    boom: {}\n    retry_policy: {max_attempts: 1}\n"
 	wfBlock    = "name: stuck-block\nsteps:\n  - id: hold\n    block: {}\n"
@@ -111,7 +112,7 @@ func New(t testing.TB, store state.Adapter, opts Options) *Fixture {
 	for _, e := range []*starflow.Engine{f.Busy, f.Engine} {
 		f.register(t, e)
 	}
-	for _, src := range []string{wfSignal, wfTimer, wfApproval, wfChild, wfStepTry, wfRunTry, wfBlock, wfManual} {
+	for _, src := range []string{wfSignal, wfTimer, wfApproval, wfChild, wfJob, wfStepTry, wfRunTry, wfBlock, wfManual} {
 		if _, err := f.Engine.Apply(ctx, "stuck.yaml", []byte(src)); err != nil {
 			t.Fatal(err)
 		}
@@ -153,6 +154,12 @@ func New(t testing.TB, store state.Adapter, opts Options) *Fixture {
 		d := st.Detail
 		return want(d.ChildRunID != "" && d.Child != nil && d.Child.Reason == starflowtype.StuckWaitingSignal && d.Child.Detail.Signal == "go",
 			"child %q with reason %+v, want a child waiting for signal go", d.ChildRunID, d.Child)
+	})
+	job := f.enqueue(t, ctx, "stuck-job", nil)
+	add("waiting_job", starflowtype.StuckWaitingJob, job, func(st *starflowtype.Stuck) error {
+		d := st.Detail
+		return want(d.JobType == "nobody-serves" && d.StepID == "convert" && strings.Contains(d.Message, "no worker has polled for job type nobody-serves"),
+			"job type %q step %q message %q, want nobody-serves at convert, saying no worker polled", d.JobType, d.StepID, d.Message)
 	})
 	stepTry := f.enqueue(t, ctx, "stuck-step-retry", nil)
 	add("retry_backoff/step", starflowtype.StuckRetryBackoff, stepTry, func(st *starflowtype.Stuck) error {
