@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 )
@@ -30,10 +31,12 @@ func waitsFor(w *starflowtype.Wait) string {
 		s = "approval (signal " + termSafe(w.Signal) + ")"
 	case starflowtype.WaitChild:
 		s = "child run " + termSafe(w.CorrelationKey)
+	case starflowtype.WaitJob:
+		s = "a remote worker of job type " + termSafe(jobType(w))
 	default:
 		s = "signal " + termSafe(w.Signal)
 	}
-	if w.CorrelationKey != "" && w.Kind != starflowtype.WaitChild {
+	if w.CorrelationKey != "" && w.Kind != starflowtype.WaitChild && w.Kind != starflowtype.WaitJob {
 		s += " with correlation key " + termSafe(w.CorrelationKey)
 	}
 	if !w.ExpiresAt.IsZero() {
@@ -72,6 +75,9 @@ func wakeHow(runID string, w *starflowtype.Wait, storeArg string) string {
 		return "it fires at " + fmtTime(w.WakeAt) + " (in " + until(w.WakeAt) + ") in a process with a timer poller: this `starflow run` while it waits, or the maintenance leader among `starflow dev`, `worker` and `server`"
 	case starflowtype.WaitChild:
 		return "it wakes when child run " + termSafe(w.CorrelationKey) + " ends (starflow runs show " + termSafe(w.CorrelationKey) + ")"
+	case starflowtype.WaitJob:
+		return "it wakes when a worker serving job type " + termSafe(jobType(w)) + " completes or fails its job: workers poll " +
+			"POST /api/jobs/poll on `starflow dev` or `starflow server` (docs/api.md, Remote workers; examples/workers)"
 	}
 	s := fmt.Sprintf("wake it: starflow signal %s %s --payload %s%s", runID, termSafe(w.Signal), samplePayload(w), storeArg)
 	if len(w.Notify) > 0 {
@@ -79,6 +85,26 @@ func wakeHow(runID string, w *starflowtype.Wait, storeArg string) string {
 			samplePayload(w), storeArg)
 	}
 	return s
+}
+
+// jobType is the job type of job wait w (its signal is starflow.job:TYPE).
+func jobType(w *starflowtype.Wait) string {
+	return strings.TrimPrefix(w.Signal, starflowtype.JobSignal+":")
+}
+
+// noWorkerHint warns, for a job wait, when no worker polled for its job
+// type within starflow.JobPollersRecent; "" otherwise (or when the store
+// cannot say).
+func noWorkerHint(ctx context.Context, store state.Adapter, ws string, w *starflowtype.Wait) string {
+	if w.Kind != starflowtype.WaitJob {
+		return ""
+	}
+	typ := jobType(w)
+	polled, err := store.JobPollers(ctx, &state.JobPollersParams{WorkspaceID: ws, Types: []string{typ}, Since: starflow.JobPollersRecent})
+	if err != nil || len(polled) > 0 {
+		return ""
+	}
+	return fmt.Sprintf("no worker has polled for job type %s in the last %s: the run waits until one does", termSafe(typ), starflow.JobPollersRecent)
 }
 
 // until is how long from now to t, rounded to the second ("0s" when past).

@@ -141,6 +141,9 @@ func (p *progress) showWaits(ctx context.Context) {
 		p.shown[w.ID] = true
 		p.waitShown = true
 		p.line(fmt.Sprintf("  ⏸ %-24s %-9s waiting for %s\n    %s", stepLabel(w), "paused", waitsFor(w), wakeHow(p.runID, w, p.storeArg)))
+		if hint := noWorkerHint(ctx, p.store, w.WorkspaceID, w); hint != "" {
+			p.line("    ! " + hint)
+		}
 		if p.bar != nil {
 			p.bar.Describe("paused at " + termSafe(stepLabel(w)))
 		}

@@ -217,6 +217,9 @@ func pausedExit(ctx context.Context, store state.Adapter, g *globalFlags, r *sta
 	fmt.Printf("run %s is %s; it holds no lease and no runner\n", r.ID, pausedAt(waits))
 	for _, w := range waits {
 		fmt.Printf("  %s: %s\n", stepLabel(w), wakeHow(r.ID, w, g.storeArg()))
+		if hint := noWorkerHint(ctx, store, w.WorkspaceID, w); hint != "" {
+			fmt.Printf("  %s: %s\n", stepLabel(w), hint)
+		}
 	}
 	return &exitError{code: 130, msg: fmt.Sprintf("interrupted; run %s stays %s. Once woken, a runner continues it: "+
 		"starflow dev%s, or starflow worker%s (either runs maintenance: timers fire)",
