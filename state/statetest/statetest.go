@@ -91,6 +91,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("Leader", s.testLeader)
 	t.Run("Watchdog", s.testWatchdog)
 	t.Run("TypedErrors", s.testTypedErrors)
+	t.Run("Jobs", s.testJobs)
 }
 
 // suite carries the opener to every case.
