@@ -246,3 +246,49 @@ func TestJobConcurrentCompletions(t *testing.T) {
 		t.Fatalf("%d wake_received events, want 1", n)
 	}
 }
+
+// TestJobTimeoutAndCancel: a job's timeout fails its step with error type
+// timeout and cancels the job (the worker holding it is refused); an
+// operator's cancel of a run waiting for a job cancels the job too.
+func TestJobTimeoutAndCancel(t *testing.T) {
+	h := newHarness(t, starflow.Config{Maintenance: true, WaitMaintenance: starflow.WaitMaintenanceConfig{TimerInterval: 50 * time.Millisecond}})
+	h.start()
+	ctx := context.Background()
+	d := h.apply(`name: deadline
+steps:
+  - id: slow
+    job: {type: slow, timeout: 1s}
+`)
+	run, err := h.eng.Enqueue(ctx, d.Name, map[string]any{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := pollOne(t, h, "slow", "w1")
+	end := awaitEnd(t, h, run.ID)
+	if end.Status != starflowtype.RunFailed || jsonOf(t, end.ErrorDetail)["type"] != "timeout" {
+		t.Fatalf("run %s: %s %s", end.Status, end.Error, end.ErrorDetail)
+	}
+	if _, err := h.eng.HeartbeatJob(ctx, "", j.ID, j.LeaseToken, nil, ""); !errors.Is(err, starflowtype.ErrLeaseLost) {
+		t.Fatalf("heartbeat after the timeout: %v, want ErrLeaseLost", err)
+	}
+	if got, _ := h.eng.Job(ctx, "", j.ID); got.Status != starflowtype.JobCancelled {
+		t.Fatalf("job after its timeout: %s, want cancelled", got.Status)
+	}
+
+	d2 := h.apply(jobFlow)
+	run2, err := h.eng.Enqueue(ctx, d2.Name, map[string]any{"n": 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j2 := pollOne(t, h, "resize", "w1")
+	awaitParked(t, h, run2.ID)
+	if _, err := h.eng.Cancel(ctx, run2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if end := awaitEnd(t, h, run2.ID); end.Status != starflowtype.RunCancelled {
+		t.Fatalf("run %s, want cancelled", end.Status)
+	}
+	if _, err := h.eng.CompleteJob(ctx, "", j2.ID, j2.LeaseToken, nil); !errors.Is(err, starflowtype.ErrLeaseLost) {
+		t.Fatalf("completion after the cancel: %v, want ErrLeaseLost", err)
+	}
+}
