@@ -186,7 +186,7 @@ func (t *warmTier) registerRunner(r *runner.Runner) {
 // registerLeader adds the maintenance leadership gauge.
 func (t *warmTier) registerLeader(l *maintenance.Leader) {
 	t.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "starflow_maintenance_leader",
-		Help: "1 while this process is the maintenance leader (it runs the lease sweep, timers, notify retries, session GC and the warm hash sweep), else 0."},
+		Help: "1 while this process is the maintenance leader (it runs the lease sweep, timers, notify retries, session GC, the job sweep and the warm hash sweep), else 0."},
 		func() float64 {
 			if l.Leading() {
 				return 1
