@@ -687,6 +687,7 @@ function waitFor(w) {
     case 'timer': return `the time ${fmtTime(w.wake_at)} (${ago(w.wake_at)})`;
     case 'child': return h('span', {}, 'child run ', w.correlation_key ? link(`/runs/${w.correlation_key}`, short(w.correlation_key)) : '');
     case 'approval': return `approval (signal ${w.signal})`;
+    case 'job': return `a remote worker of job type ${String(w.signal || '').replace(/^starflow\.job:/, '')}`;
     default: return `signal ${w.signal}${w.correlation_key ? ` · key ${w.correlation_key}` : ''}`;
   }
 }
