@@ -14,7 +14,9 @@ import (
 // protocol of docs/api.md "Remote workers" (POST /api/jobs/poll, …), for
 // the server and for Go programs that embed the engine. Every call is
 // scoped to a workspace ("" = state.DefaultWorkspace for a poll, any for
-// the calls that name a job). The errors wrap starflowtype.ErrLeaseLost
+// the calls that name a job) and to the Env of ctx's Scope (WithScope;
+// "" or none = every env): an API key limited to an env serves only the
+// jobs of that env's runs. The errors wrap starflowtype.ErrLeaseLost
 // (a stale fencing token, an expired lease, a job no longer running),
 // ErrNotFound and ErrInvalid.
 
@@ -27,7 +29,7 @@ const JobPollInterval = 250 * time.Millisecond
 // nil) when none came within wait or ctx ended first.
 func (e *Engine) PollJob(ctx context.Context, workspace string, types []string, worker string, wait time.Duration) (*starflowtype.WorkerJob, error) {
 	deadline := time.Now().Add(wait)
-	p := &state.ClaimJobParams{WorkspaceID: workspace, Types: types, Worker: worker, RecordPoll: true}
+	p := &state.ClaimJobParams{WorkspaceID: workspace, Env: jobEnv(ctx), Types: types, Worker: worker, RecordPoll: true}
 	tick := time.NewTicker(JobPollInterval)
 	defer tick.Stop()
 	for {
@@ -51,7 +53,7 @@ func (e *Engine) PollJob(ctx context.Context, workspace string, types []string, 
 // progress (a fraction in [0, 1], nil for none) and message to the warm
 // tier when there is one (progress is never stored cold).
 func (e *Engine) HeartbeatJob(ctx context.Context, workspace, id, token string, progress *float64, message string) (*starflowtype.WorkerJob, error) {
-	j, err := e.store.HeartbeatJob(ctx, &state.HeartbeatJobParams{WorkspaceID: workspace, ID: id, Token: token})
+	j, err := e.store.HeartbeatJob(ctx, &state.HeartbeatJobParams{WorkspaceID: workspace, Env: jobEnv(ctx), ID: id, Token: token})
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +71,14 @@ func (e *Engine) HeartbeatJob(ctx context.Context, workspace, id, token string, 
 // null): the step succeeds with it and its run is woken, in one
 // transaction.
 func (e *Engine) CompleteJob(ctx context.Context, workspace, id, token string, output json.RawMessage) (*starflowtype.WorkerJob, error) {
-	j, err := e.store.CompleteJob(ctx, &state.CompleteJobParams{WorkspaceID: workspace, ID: id, Token: token, Output: output})
+	if err := e.engine.Limits().CheckPayload(len(output)); err != nil {
+		return nil, fmt.Errorf("job %s: output: %w", id, err)
+	}
+	output, err := wakePayload(output)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: output: %w", id, err)
+	}
+	j, err := e.store.CompleteJob(ctx, &state.CompleteJobParams{WorkspaceID: workspace, Env: jobEnv(ctx), ID: id, Token: token, Output: output})
 	if err == nil {
 		e.runner.Notify()
 	}
@@ -89,7 +98,7 @@ func (e *Engine) FailJob(ctx context.Context, workspace, id, token string, info 
 	info.StepID, info.ScopePath, info.Cause = "", nil, nil // the engine says where; a worker's error has no cause
 	retry := false
 	if retryable {
-		j, err := e.store.GetJob(ctx, &state.GetJobParams{WorkspaceID: workspace, ID: id})
+		j, err := e.store.GetJob(ctx, &state.GetJobParams{WorkspaceID: workspace, Env: jobEnv(ctx), ID: id})
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +114,7 @@ func (e *Engine) FailJob(ctx context.Context, workspace, id, token string, info 
 		}
 		retry = ok && err == nil
 	}
-	j, err := e.store.FailJob(ctx, &state.FailJobParams{WorkspaceID: workspace, ID: id, Token: token, Error: info, Retry: retry})
+	j, err := e.store.FailJob(ctx, &state.FailJobParams{WorkspaceID: workspace, Env: jobEnv(ctx), ID: id, Token: token, Error: info, Retry: retry})
 	if err == nil && j.Status == starflowtype.JobFailed {
 		e.runner.Notify()
 	}
@@ -114,7 +123,14 @@ func (e *Engine) FailJob(ctx context.Context, workspace, id, token string, info 
 
 // Job reads one job (in workspace, when not "").
 func (e *Engine) Job(ctx context.Context, workspace, id string) (*starflowtype.WorkerJob, error) {
-	return e.store.GetJob(ctx, &state.GetJobParams{WorkspaceID: workspace, ID: id})
+	return e.store.GetJob(ctx, &state.GetJobParams{WorkspaceID: workspace, Env: jobEnv(ctx), ID: id})
+}
+
+// jobEnv is the env ctx's Scope limits job calls to ("" = every env):
+// unlike ScopeOf, no engine default fills it in.
+func jobEnv(ctx context.Context) string {
+	sc, _ := ctx.Value(scopeKey{}).(Scope)
+	return sc.Env
 }
 
 // JobPollers lists the workers that polled for any of types in workspace

@@ -16,6 +16,7 @@ import (
 
 // jobFlow is a workflow whose middle step is a remote worker's job.
 const jobFlow = `name: jobs
+max_attempts: 1
 steps:
   - id: before
     context_set: {n: "${{ input.n }}"}
@@ -255,6 +256,7 @@ func TestJobTimeoutAndCancel(t *testing.T) {
 	h.start()
 	ctx := context.Background()
 	d := h.apply(`name: deadline
+max_attempts: 1
 steps:
   - id: slow
     job: {type: slow, timeout: 1s}

@@ -70,6 +70,7 @@ const (
 	OpCompleteJob              Op = "CompleteJob"
 	OpFailJob                  Op = "FailJob"
 	OpExpireJobLeases          Op = "ExpireJobLeases"
+	OpAbandonJob               Op = "AbandonJob"
 )
 
 // EndedAttempt names an attempt whose open step rows (running, waiting) a

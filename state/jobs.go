@@ -59,6 +59,11 @@ type Jobs interface {
 	// timeout error (its wait woken). One transaction per job. Returns the
 	// jobs changed.
 	ExpireJobLeases(ctx context.Context, p *ExpireJobLeasesParams) ([]*starflowtype.WorkerJob, error)
+	// AbandonJob cancels the job of step instance p (fenced by the run's
+	// lease) when it has not ended: the engine gave the step up (a try
+	// caught a sibling's failure, its lane lost a race), so no worker
+	// should do it. Its wait is left as it is. No job is no error.
+	AbandonJob(ctx context.Context, p *AbandonJobParams) error
 	// JobPollers lists who polled for p.Types in p.WorkspaceID within
 	// p.Since of the database's now, newest first.
 	JobPollers(ctx context.Context, p *JobPollersParams) ([]*starflowtype.JobPoller, error)
@@ -93,6 +98,7 @@ type JobRetry struct {
 // ClaimJobParams is one poll.
 type ClaimJobParams struct {
 	WorkspaceID string
+	Env         string // only jobs of this env's runs; "" = every env
 	Types       []string
 	Worker      string
 	// RecordPoll records the poll in worker_job_pollers (the first claim
@@ -103,6 +109,7 @@ type ClaimJobParams struct {
 // HeartbeatJobParams is one heartbeat.
 type HeartbeatJobParams struct {
 	WorkspaceID string // "" = any
+	Env         string // "" = any
 	ID          string
 	Token       string
 }
@@ -110,6 +117,7 @@ type HeartbeatJobParams struct {
 // CompleteJobParams completes a job.
 type CompleteJobParams struct {
 	WorkspaceID string // "" = any
+	Env         string // "" = any
 	ID          string
 	Token       string
 	Output      json.RawMessage // nil = null
@@ -118,6 +126,7 @@ type CompleteJobParams struct {
 // FailJobParams fails one try of a job.
 type FailJobParams struct {
 	WorkspaceID string // "" = any
+	Env         string // "" = any
 	ID          string
 	Token       string
 	// Error is the typed error (scrubbed by the caller); its Message is
@@ -132,7 +141,14 @@ type FailJobParams struct {
 // GetJobParams reads one job.
 type GetJobParams struct {
 	WorkspaceID string // "" = any
+	Env         string // "" = any
 	ID          string
+}
+
+// AbandonJobParams names the step instance whose job is given up.
+type AbandonJobParams struct {
+	StepKey
+	Lease starflowtype.Lease
 }
 
 // ExpireJobLeasesParams bounds one job sweep.

@@ -374,7 +374,7 @@ func (rs *runState) cancelOpen(scope string, why error) error {
 		if st.ScopePath != scope && !strings.HasPrefix(st.ScopePath, scope+"/") || rs.led.wrote(st.ScopePath, st.StepID) {
 			continue // not in the lane, or this execution took the row over
 		}
-		if err := rs.led.nodeError(rs.root, st.ScopePath, st.StepID, st.Kind, max(st.Tries, 1), why, true); err != nil {
+		if err := rs.giveUp(st.ScopePath, st.StepID, st.Kind, max(st.Tries, 1), why, true); err != nil {
 			return err
 		}
 	}

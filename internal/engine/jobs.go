@@ -67,11 +67,14 @@ func (rs *runState) planJob(ctx context.Context, f *frame, s *workflow.Step) (*w
 
 // jobResult is the outcome of job step s from its woken (or timed-out)
 // wait w: the worker's output, or the step's failure — the worker's typed
-// error, or a timeout. Failures are final: the job's tries were spent.
+// error, or a timeout. The job's tries were spent: the engine does not try
+// the step again (a job step has no tries of its own), but the run's
+// attempts apply as to any failure (a timeout is transient, a worker's
+// error is not unless the definition's retry_on says so).
 func jobResult(s *workflow.Step, w *starflowtype.Wait, payload any) (any, error) {
 	if w.Status == starflowtype.WaitTimedOut {
 		err := fmt.Errorf("job %s (type %s) did not finish within its timeout of %s", w.ID, s.Job.Type, time.Duration(s.Job.Timeout))
-		return nil, &typedError{info: starflowtype.ErrorInfo{Type: starflowtype.ErrorTimeout}, final: true, err: step.Permanent(err)}
+		return nil, &typedError{info: starflowtype.ErrorInfo{Type: starflowtype.ErrorTimeout}, retryable: true, err: step.Permanent(err)}
 	}
 	m, _ := payload.(map[string]any)
 	if e, ok := m["error"].(map[string]any); ok {
@@ -85,7 +88,10 @@ func jobResult(s *workflow.Step, w *starflowtype.Wait, payload any) (any, error)
 		}
 		info.StepID, info.ScopePath = "", nil // set where the failure is recorded
 		err := fmt.Errorf("job %s (type %s) failed: %s", w.ID, s.Job.Type, msg)
-		return nil, &typedError{info: *info, final: true, err: step.Permanent(err)}
+		// A lost lease is transient for the run's attempts (a new attempt
+		// queues a new job); a worker's own failure is not, unless the
+		// definition's retry_on says so.
+		return nil, &typedError{info: *info, retryable: info.Type == starflowtype.ErrorTimeout, err: step.Permanent(err)}
 	}
 	if _, ok := m["output"]; !ok {
 		return nil, typed(starflowtype.ErrorUntyped, errors.New("job wake payload has neither output nor error"))

@@ -361,11 +361,24 @@ func (rs *runState) closeWaiting(scope string, list []*workflow.Step, why error)
 	var lost *raceLost
 	cancelled := errors.As(why, &lost)
 	for _, w := range closing {
-		if werr := rs.led.nodeError(rs.root, w.scope, w.stepID, w.kind, w.try, why, cancelled); werr != nil {
+		if werr := rs.giveUp(w.scope, w.stepID, w.kind, w.try, why, cancelled); werr != nil {
 			return werr
 		}
 	}
 	return nil
+}
+
+// giveUp records a step instance that entered a wait as failed (or
+// cancelled) because the run goes on without it, and cancels its job
+// when it is a job step: no worker should do the job of a step given up.
+func (rs *runState) giveUp(scope, stepID, kind string, try int, why error, cancelled bool) error {
+	if err := rs.led.nodeError(rs.root, scope, stepID, kind, try, why, cancelled); err != nil {
+		return err
+	}
+	if kind != "job" {
+		return nil
+	}
+	return rs.e.cfg.Store.AbandonJob(rs.root, &state.AbandonJobParams{StepKey: rs.led.key(scope, stepID), Lease: rs.led.lease})
 }
 
 // signingKey is the first key of the ring.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/starflow/starflow/internal/backoff"
@@ -22,7 +23,7 @@ import (
 
 // insertJob writes the job of job wait w (RegisterWait, inside its
 // transaction).
-func (t *txn) insertJob(ctx context.Context, w *starflowtype.Wait, workspace string, j *state.JobSpec) error {
+func (t *txn) insertJob(ctx context.Context, w *starflowtype.Wait, workspace, env string, j *state.JobSpec) error {
 	retry, err := json.Marshal(j.Retry)
 	if err != nil {
 		return fmt.Errorf("job %s: retry policy: %w", w.ID, err)
@@ -32,7 +33,7 @@ func (t *txn) insertJob(ctx context.Context, w *starflowtype.Wait, workspace str
 		input = json.RawMessage("{}")
 	}
 	_, err = t.tx.Exec(ctx, "insert_job", w.ID, workspace, w.RunID, w.Attempt, w.ScopePath, w.StepID, j.Type,
-		j.MaxTries, j.HeartbeatTimeout.Milliseconds(), string(retry), j.IdempotencyKey, string(input))
+		j.MaxTries, j.HeartbeatTimeout.Milliseconds(), string(retry), j.IdempotencyKey, string(input), env)
 	return err
 }
 
@@ -51,18 +52,19 @@ func (s *Store) ClaimJob(ctx context.Context, p *state.ClaimJobParams) (*starflo
 	if len(p.Types) == 0 || p.Worker == "" {
 		return nil, s.errorf("claim job: %w", starflowtype.Invalid(errors.New("a poll needs at least one job type and a worker id")))
 	}
+	types := slices.Compact(slices.Sorted(slices.Values(p.Types))) // one row per type in worker_job_pollers
 	ws := orDefault(p.WorkspaceID, state.DefaultWorkspace)
 	var out *starflowtype.WorkerJob
 	_, err := s.write(ctx, state.OpClaimJob, "", false, func(t *txn) error {
 		out = nil
 		if p.RecordPoll {
-			if _, err := t.tx.Exec(ctx, "record_job_poll", ws, p.Types, p.Worker); err != nil {
+			if _, err := t.tx.Exec(ctx, "record_job_poll", ws, types, p.Worker); err != nil {
 				return fmt.Errorf("record poll: %w", err)
 			}
 		}
 		var id string
 		var heartbeatMS int64
-		err := t.tx.QueryRow(ctx, "pick_job", ws, p.Types).Scan(&id, &heartbeatMS)
+		err := t.tx.QueryRow(ctx, "pick_job", ws, types, p.Env).Scan(&id, &heartbeatMS)
 		if isNoRows(err) {
 			t.idle = true
 			return nil
@@ -98,20 +100,20 @@ func newLeaseToken() (string, error) {
 
 // GetJob implements state.Jobs.
 func (s *Store) GetJob(ctx context.Context, p *state.GetJobParams) (*starflowtype.WorkerJob, error) {
-	j, err := s.getJob(ctx, s.reader(), p.WorkspaceID, p.ID)
+	j, err := s.getJob(ctx, s.reader(), p.WorkspaceID, p.Env, p.ID)
 	if err != nil {
 		return nil, s.errorf("get job: %w", err)
 	}
 	return j, nil
 }
 
-func (s *Store) getJob(ctx context.Context, q Querier, workspace, id string) (*starflowtype.WorkerJob, error) {
+func (s *Store) getJob(ctx context.Context, q Querier, workspace, env, id string) (*starflowtype.WorkerJob, error) {
 	notFound := fmt.Errorf("job %s: %w", id, starflowtype.ErrNotFound)
 	cid, ok := CanonicalID(id)
 	if !ok {
 		return nil, notFound
 	}
-	j, err := scanJob(q.QueryRow(ctx, "get_job", cid, workspace))
+	j, err := scanJob(q.QueryRow(ctx, "get_job", cid, workspace, env))
 	if isNoRows(err) {
 		return nil, notFound
 	}
@@ -121,8 +123,8 @@ func (s *Store) getJob(ctx context.Context, q Querier, workspace, id string) (*s
 // fencedJob reads job id for a fenced call with token and, when lockRun,
 // locks its run first (the lock order of every wake). A job another call
 // cannot act on with token is ErrLeaseLost, saying why.
-func (t *txn) fencedJob(ctx context.Context, workspace, id, token string, lockRun bool) (*starflowtype.WorkerJob, error) {
-	j, err := t.s.getJob(ctx, t.tx, workspace, id)
+func (t *txn) fencedJob(ctx context.Context, workspace, env, id, token string, lockRun bool) (*starflowtype.WorkerJob, error) {
+	j, err := t.s.getJob(ctx, t.tx, workspace, env, id)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +134,7 @@ func (t *txn) fencedJob(ctx context.Context, workspace, id, token string, lockRu
 		if err := t.tx.QueryRow(ctx, "lock_run", j.RunID).Scan(&ws, &env, &attempt); err != nil {
 			return nil, fmt.Errorf("lock run %s: %w", j.RunID, err)
 		}
-		if j, err = t.s.getJob(ctx, t.tx, workspace, id); err != nil { // as of the lock
+		if j, err = t.s.getJob(ctx, t.tx, workspace, env, id); err != nil { // as of the lock
 			return nil, err
 		}
 	}
@@ -165,7 +167,7 @@ func (t *txn) fenced(ctx context.Context, j *starflowtype.WorkerJob, name string
 func (s *Store) HeartbeatJob(ctx context.Context, p *state.HeartbeatJobParams) (*starflowtype.WorkerJob, error) {
 	var out *starflowtype.WorkerJob
 	_, err := s.write(ctx, state.OpHeartbeatJob, "", false, func(t *txn) error {
-		j, err := t.fencedJob(ctx, p.WorkspaceID, p.ID, p.Token, false)
+		j, err := t.fencedJob(ctx, p.WorkspaceID, p.Env, p.ID, p.Token, false)
 		if err != nil {
 			return err
 		}
@@ -189,7 +191,7 @@ func (s *Store) CompleteJob(ctx context.Context, p *state.CompleteJobParams) (*s
 	}
 	var out *starflowtype.WorkerJob
 	_, err := s.write(ctx, state.OpCompleteJob, "", false, func(t *txn) error {
-		j, err := t.fencedJob(ctx, p.WorkspaceID, p.ID, p.Token, true)
+		j, err := t.fencedJob(ctx, p.WorkspaceID, p.Env, p.ID, p.Token, true)
 		if err != nil {
 			return err
 		}
@@ -216,7 +218,7 @@ func (s *Store) FailJob(ctx context.Context, p *state.FailJobParams) (*starflowt
 	}
 	var out *starflowtype.WorkerJob
 	_, err = s.write(ctx, state.OpFailJob, "", false, func(t *txn) error {
-		j, err := t.fencedJob(ctx, p.WorkspaceID, p.ID, p.Token, true)
+		j, err := t.fencedJob(ctx, p.WorkspaceID, p.Env, p.ID, p.Token, true)
 		if err != nil {
 			return err
 		}
@@ -238,6 +240,26 @@ func (s *Store) FailJob(ctx context.Context, p *state.FailJobParams) (*starflowt
 	return out, nil
 }
 
+// AbandonJob implements state.Jobs.
+func (s *Store) AbandonJob(ctx context.Context, p *state.AbandonJobParams) error {
+	_, err := s.write(ctx, state.OpAbandonJob, p.RunID, false, func(t *txn) error {
+		m, err := t.fence(ctx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		n, err := t.tx.Exec(ctx, "abandon_job", m.id, p.Attempt, p.ScopePath, p.StepID)
+		if err != nil {
+			return err
+		}
+		t.idle = n == 0
+		return nil
+	})
+	if err != nil {
+		return s.errorf("abandon job of %s: %w", p.StepID, err)
+	}
+	return nil
+}
+
 // ExpireJobLeases implements state.Jobs: one transaction per job; a job
 // whose lease a heartbeat extended meanwhile is skipped.
 func (s *Store) ExpireJobLeases(ctx context.Context, p *state.ExpireJobLeasesParams) ([]*starflowtype.WorkerJob, error) {
@@ -254,7 +276,7 @@ func (s *Store) ExpireJobLeases(ctx context.Context, p *state.ExpireJobLeasesPar
 		var changed *starflowtype.WorkerJob
 		_, err := s.write(ctx, state.OpExpireJobLeases, "", false, func(t *txn) error {
 			changed = nil
-			j, err := t.s.getJob(ctx, t.tx, "", id)
+			j, err := t.s.getJob(ctx, t.tx, "", "", id)
 			if err != nil {
 				return err
 			}

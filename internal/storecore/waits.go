@@ -110,7 +110,7 @@ func (s *Store) RegisterWait(ctx context.Context, p *state.RegisterWaitParams) (
 					}
 				}
 				if p.Kind == starflowtype.WaitJob {
-					if err := t.insertJob(ctx, w, m.workspace, p.Job); err != nil {
+					if err := t.insertJob(ctx, w, m.workspace, m.env, p.Job); err != nil {
 						return err
 					}
 				}

@@ -1374,18 +1374,19 @@ coalesce(error, ''), error_json, created_at, updated_at
 
 -- name: insert_job
 INSERT INTO worker_jobs (id, workspace_id, run_id, attempt, scope_path, step_id, step_type,
-                         max_tries, heartbeat_ms, retry_json, idempotency_key, input_json)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $12::json);
+                         max_tries, heartbeat_ms, retry_json, idempotency_key, input_json, env)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $12::json, $13);
 
 -- name: get_job
-SELECT /*_job_columns*/ FROM worker_jobs WHERE id = $1 AND ($2::text = '' OR workspace_id = $2);
+SELECT /*_job_columns*/ FROM worker_jobs WHERE id = $1 AND ($2::text = '' OR workspace_id = $2)
+   AND ($3::text = '' OR env = $3);
 
 -- name: pick_job
 -- The oldest claimable job of the types a worker serves; a job another
 -- poll is claiming is skipped, not waited for.
 SELECT id::text, heartbeat_ms FROM worker_jobs
  WHERE workspace_id = $1 AND status = 'queued' AND step_type = ANY ($2::text[])
-   AND available_at <= now()
+   AND available_at <= now() AND ($3::text = '' OR env = $3)
  ORDER BY available_at, created_at
  LIMIT 1
    FOR UPDATE SKIP LOCKED;
@@ -1444,6 +1445,12 @@ UPDATE worker_jobs
        updated_at = now()
  WHERE id = $1 AND status = 'running' AND lease_until < now()
 RETURNING /*_job_columns*/;
+
+-- name: abandon_job
+-- The job of a step instance the engine gave up (a try caught a sibling's
+-- failure, its lane lost a race): cancelled, its wait left as it is.
+UPDATE worker_jobs SET status = 'cancelled', lease_until = NULL, updated_at = now()
+ WHERE run_id = $1 AND attempt = $2 AND scope_path = $3 AND step_id = $4 AND status IN ('queued', 'running');
 
 -- name: close_job
 -- The job's wait closed without it (run ended, attempt interrupted, the

@@ -10,13 +10,15 @@
 -- job wakes its wait in the same transaction. status: queued, running,
 -- succeeded, failed, cancelled (its wait closed without it: the run
 -- ended, the attempt was interrupted, the job's timeout passed).
--- Extra columns (allowed by the appendix): workspace_id, available_at
+-- Extra columns (allowed by the appendix): workspace_id and env (the
+-- run's: a worker key limited to an env serves only that env's jobs), available_at
 -- (a retried job's backoff), lease_token, max_tries, heartbeat_ms,
 -- retry_json (the step's retry policy: delays and whether an expired
 -- lease is tried again), error_json (the typed error), idempotency_key.
 CREATE TABLE worker_jobs (
     id              TEXT PRIMARY KEY,
     workspace_id    TEXT NOT NULL DEFAULT 'default',
+    env             TEXT NOT NULL DEFAULT '',
     run_id          TEXT NOT NULL REFERENCES workflow_runs (id) ON DELETE CASCADE,
     attempt         INTEGER NOT NULL,
     scope_path      TEXT NOT NULL DEFAULT '',
