@@ -33,8 +33,8 @@ const ReportRetryFor = time.Minute
 // Job is one claimed job as its handler sees it: the server's api.Job —
 // ID, Type, Input (the raw JSON the handler's In was decoded from),
 // RunID, ScopePath, StepID, Attempt (the run's), Tries (this claim's try,
-// from 1), IdempotencyKey (the same for every try: deduplicate side
-// effects with it), FencingToken, LeaseUntil (as claimed) and
+// from 1), IdempotencyKey (the same for every try of the step instance,
+// across the run's attempts: deduplicate side effects with it), FencingToken, LeaseUntil (as claimed) and
 // HeartbeatTimeoutMS — and the job's logger.
 type Job struct {
 	api.Job

@@ -62,6 +62,10 @@ type env struct {
 	refuse atomic.Bool
 }
 
+// wakeKeys is the engines' wake-token key ring (a PostgreSQL store keeps
+// none).
+const wakeKeys = "jobstest:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
 type rowScanner interface{ Scan(dest ...any) error }
 
 // dollar is a PostgreSQL placeholder ($1), written ?1 for SQLite.
@@ -136,7 +140,7 @@ func newEnv(t *testing.T, kind string) *env {
 	live := memory.New()
 	t.Cleanup(func() { live.Close() })
 	eng, err := starflow.New(starflow.Config{Store: store, Warm: live, Maintenance: true, PollInterval: 20 * time.Millisecond,
-		Logger: quietLogger()})
+		WakeKeys: wakeKeys, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

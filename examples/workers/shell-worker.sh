@@ -46,8 +46,9 @@ SHUTDOWN_GRACE=${SHUTDOWN_GRACE:-30}
 
 # ---- handlers ---------------------------------------------------------------
 
-# uppercase: {"text": "hello"} → {"text": "HELLO"}; any other input fails
-# with error type input_invalid, not retried.
+# uppercase: {"text": "hello"} → {"text": "HELLO"} (ASCII letters: jq's
+# ascii_upcase); any other input fails with error type input_invalid, not
+# retried.
 handle_uppercase() {
   local in
   in=$(</dev/stdin)
@@ -175,7 +176,7 @@ run_job() {
   export JOB_RUN_ID JOB_TRY JOB_IDEMPOTENCY_KEY
   jq -c '.input // {}' <<<"$job" >"$JOB_DIR/input"
   fn=handle_${type//[^A-Za-z0-9_]/_}
-  ("$fn" <"$JOB_DIR/input" >"$JOB_DIR/stdout" 2>"$JOB_DIR/stderr") &
+  "$fn" <"$JOB_DIR/input" >"$JOB_DIR/stdout" 2>"$JOB_DIR/stderr" &
   hpid=$!
   while kill -0 "$hpid" 2>/dev/null; do
     pause 0.1
