@@ -62,12 +62,15 @@ handle_uppercase() {
 
 # sleep: {"seconds": 3} → {"slept": 3}, reporting progress as it goes.
 handle_sleep() {
-  local in seconds i
+  local in seconds i fraction
   in=$(</dev/stdin)
   seconds=$(jq -r '.seconds // 1 | floor' <<<"$in") || return 1
   for ((i = 0; i < seconds * 5; i++)); do
     pause 0.2
-    ((i % 5 == 4)) && progress "$(jq -n "($i + 1) / ($seconds * 5)")" "slept $(((i + 1) / 5)) of ${seconds}s"
+    if ((i % 5 == 4)); then
+      fraction=$(jq -n "($i + 1) / ($seconds * 5)")
+      progress "$fraction" "slept $(((i + 1) / 5)) of ${seconds}s"
+    fi
   done
   jq -cn --argjson s "$seconds" '{slept: $s}'
 }
@@ -79,8 +82,10 @@ log() { printf '%(%Y-%m-%dT%H:%M:%S)T shell-worker %s: %s\n' -1 "$WORKER_ID" "$*
 # now_ms: milliseconds since the epoch, in $now.
 now_ms() { local t=${EPOCHREALTIME/./}; now=$((10#$t / 1000)); }
 
-# pause SECONDS: sleep without a subprocess (a signal's trap runs after it).
-pause() { read -rt "$1" <> <(:) || :; }
+# pause SECONDS: sleep without a subprocess: a read that times out on a
+# pipe nobody writes to ($pause_fd, opened once by main); a signal's trap
+# runs when it returns.
+pause() { read -rt "$1" -u "$pause_fd" || :; }
 
 # progress FRACTION MESSAGE: for handlers; sent with the next heartbeat
 # (a heartbeat that reads the file half written sends none this time).
@@ -143,37 +148,34 @@ heartbeat() {
   hb_sent=$now
   request "/api/jobs/$job_id/heartbeat" "$req" "$((interval_ms / 1000 + 1))"
   case $status in
-  200) deadline=$((hb_sent + hold_ms)) next_hb=$((hb_sent + interval_ms)) ;;
+  200) ((deadline = hb_sent + hold_ms, next_hb = hb_sent + interval_ms)) ;;
   409 | 404)
     log "job $job_id: heartbeat refused ($status): $(jq -r '.detail // .title // empty' <<<"$body" 2>/dev/null); stopping its handler"
     lost=1
     ;;
   *)
     log "job $job_id: heartbeat failed ($status); retrying"
-    next_hb=$((now + retry_ms))
+    ((next_hb = now + retry_ms))
     ;;
   esac
 }
 
 # run_job JOB: run one claimed job to its report.
 run_job() {
-  local job=$1 type fn hpid hrc req path out
-  job_id=$(jq -r .id <<<"$job")
-  type=$(jq -r .type <<<"$job")
-  token=$(jq -r .fencing_token <<<"$job")
-  local timeout_ms
-  timeout_ms=$(jq -r '.heartbeat_timeout_ms // 30000' <<<"$job")
-  interval_ms=$((timeout_ms / 3)) hold_ms=$((timeout_ms - timeout_ms / 10)) retry_ms=$((timeout_ms / 10))
+  local job=$1 fields type step timeout_ms fn hpid hrc req path out
+  # One command substitution per command: bash 5.2 can fail to run a
+  # signal's trap that arrives while it expands several in one command.
+  fields=$(jq -r '[.id, .type, .fencing_token, (.heartbeat_timeout_ms // 30000), .run_id, .step_id, .tries,
+    .idempotency_key] | map(tostring) | join("\u001f")' <<<"$job")
+  IFS=$'\x1f' read -r job_id type token timeout_ms JOB_RUN_ID step JOB_TRY JOB_IDEMPOTENCY_KEY <<<"$fields"
+  ((interval_ms = timeout_ms / 3, hold_ms = timeout_ms - timeout_ms / 10, retry_ms = timeout_ms / 10))
   ((retry_ms > interval_ms)) && retry_ms=$interval_ms
   now_ms
-  deadline=$((now + hold_ms)) next_hb=$((now + interval_ms)) lost=0
-  log "claimed job $job_id (type $type, run $(jq -r .run_id <<<"$job"), step $(jq -r .step_id <<<"$job"), try $(jq -r .tries <<<"$job"))"
+  ((deadline = now + hold_ms, next_hb = now + interval_ms, lost = 0))
+  log "claimed job $job_id (type $type, run $JOB_RUN_ID, step $step, try $JOB_TRY)"
 
-  export JOB_DIR=$work JOB_ID=$job_id
+  export JOB_DIR=$work JOB_ID=$job_id JOB_RUN_ID JOB_TRY JOB_IDEMPOTENCY_KEY
   : >"$JOB_DIR/progress"
-  JOB_RUN_ID=$(jq -r .run_id <<<"$job") JOB_TRY=$(jq -r .tries <<<"$job") \
-    JOB_IDEMPOTENCY_KEY=$(jq -r .idempotency_key <<<"$job")
-  export JOB_RUN_ID JOB_TRY JOB_IDEMPOTENCY_KEY
   jq -c '.input // {}' <<<"$job" >"$JOB_DIR/input"
   fn=handle_${type//[^A-Za-z0-9_]/_}
   "$fn" <"$JOB_DIR/input" >"$JOB_DIR/stdout" 2>"$JOB_DIR/stderr" &
@@ -239,6 +241,16 @@ run_job() {
 
 # ---- main loop ------------------------------------------------------------------
 
+# on_stop: SIGTERM or SIGINT: poll no more; the running job gets the grace.
+on_stop() {
+  if ((!stopping)); then
+    stopping=1
+    now_ms
+    stop_at=$now
+    log "stopping: no more polls"
+  fi
+}
+
 main() {
   local types fails=0 t
   command -v curl >/dev/null && command -v jq >/dev/null || { echo "shell-worker: needs curl and jq" >&2; exit 2; }
@@ -249,11 +261,12 @@ main() {
   [[ $POLL_WAIT =~ ^[0-9]+$ ]] && ((POLL_WAIT <= 30)) || { echo "shell-worker: POLL_WAIT must be 0 to 30 seconds" >&2; exit 2; }
   [[ $SHUTDOWN_GRACE =~ ^[0-9]+$ ]] || { echo "shell-worker: SHUTDOWN_GRACE must be whole seconds" >&2; exit 2; }
 
+  exec {pause_fd}<> <(:)
   work=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/shell-worker.XXXXXX") || exit 1
   trap 'rm -rf "$work"' EXIT
   (umask 077 && if [[ -n ${STARFLOW_API_KEY:-} ]]; then printf 'Authorization: Bearer %s\n' "$STARFLOW_API_KEY"; fi >"$work/auth")
   stopping=0 stop_at=0
-  trap 'if ((!stopping)); then stopping=1; now_ms; stop_at=$now; log "stopping: no more polls"; fi' TERM INT
+  trap on_stop TERM INT
 
   local poll
   poll=$(jq -cn --argjson types "$types" --arg w "$WORKER_ID" --argjson s "$POLL_WAIT" '{types: $types, worker: $w, wait_s: $s}')

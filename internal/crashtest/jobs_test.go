@@ -314,3 +314,60 @@ func wantConflict(t *testing.T, what string, err error) {
 		t.Fatalf("%s: %v; want 409 (ErrLeaseLost)", what, err)
 	}
 }
+
+const napLongWorkflow = `name: nap-long
+steps:
+  - id: nap
+    job: {type: sleep, input: {seconds: "${{ input.seconds }}"}, heartbeat_timeout: 1s}
+output: "${{ steps.nap.output }}"
+`
+
+// TestShellWorkerCancelAndGracefulStop: a run cancelled while the shell
+// worker runs its job gets the next heartbeat refused (409): the worker
+// stops the handler, drops its result and serves the next job; SIGTERM
+// during that job lets it finish and report within the grace, then the
+// worker exits 0.
+func TestShellWorkerCancelAndGracefulStop(t *testing.T) {
+	requireShellTools(t)
+	c := newCluster(t, 8)
+	key := c.workerKey()
+	srv := c.startServer()
+	c.startWorker("runner", "--poll-interval", "100ms")
+	c.apply("nap-long", napLongWorkflow)
+	sw := c.startShellWorker("shell-c", srv.serverURL(t), key, "sleep")
+	ctx := context.Background()
+	long, err := c.engine.Enqueue(ctx, "nap-long", map[string]any{"seconds": 60}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "shell-c to claim the long job", func() bool {
+		m := claimedLine.FindStringSubmatch(sw.log.String())
+		return m != nil && m[2] == long.ID
+	})
+	c.cli("runs", "cancel", long.ID)
+	waitFor(t, 20*time.Second, "shell-c to drop the cancelled job", func() bool {
+		l := sw.log.String()
+		return strings.Contains(l, "heartbeat refused (409)") && strings.Contains(l, "lease lost; its result is dropped")
+	})
+	if st := c.waitRun(long.ID, 30*time.Second); st != "cancelled" {
+		t.Fatalf("the cancelled run is %s", st)
+	}
+
+	short, err := c.engine.Enqueue(ctx, "nap-long", map[string]any{"seconds": 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "shell-c to claim the next job", func() bool {
+		return strings.Contains(sw.log.String(), ", run "+short.ID+",")
+	})
+	sw.signal(t, syscall.SIGTERM)
+	if code := sw.waitExit(t, 30*time.Second); code != 0 {
+		t.Fatalf("the shell worker exited %d after SIGTERM:\n%s", code, sw.log.String())
+	}
+	if st := c.waitRun(short.ID, 30*time.Second); st != "succeeded" {
+		t.Fatalf("the job running at SIGTERM: its run %s\n%s", st, sw.log.String())
+	}
+	if out, _ := c.runOutput(short.ID).(map[string]any); out["slept"] != 2.0 {
+		t.Fatalf("output %v, want {slept: 2}", out)
+	}
+}
