@@ -152,9 +152,9 @@ func Handle[In, Out any](w *Worker, jobType string, fn func(ctx context.Context,
 
 // runJob runs one claimed job: the handler under the job's lease, then
 // its report. ctx is the jobs' context of Run (cancelled with ErrShutdown
-// when the grace passes).
-func (w *Worker) runJob(ctx context.Context, aj *api.Job) {
-	claimed := time.Now()
+// when the grace passes); claimed is when the poll that claimed the job
+// answered, which starts the lease on this worker's clock.
+func (w *Worker) runJob(ctx context.Context, aj *api.Job, claimed time.Time) {
 	log := w.log.With("job_id", aj.ID, "job_type", aj.Type, "run_id", aj.RunID, "step_id", aj.StepID,
 		"scope_path", aj.ScopePath, "try", aj.Tries)
 	// leaseCtx ends only when the lease is lost; the handler's context
@@ -252,6 +252,9 @@ func (w *Worker) report(ctx context.Context, aj *api.Job, out json.RawMessage, h
 			} else {
 				log.Info("jobs: job failed", "status", res.Status, "error", herr, "retry_at", res.RetryAt)
 			}
+			return
+		case errors.Is(err, ErrLeaseLost) && n > 1:
+			log.Warn("jobs: the server refused the job's result (409): the lease was lost or the job ended — perhaps by an earlier send of this result whose answer did not arrive", "error", err)
 			return
 		case errors.Is(err, ErrLeaseLost):
 			log.Warn("jobs: the server refused the job's result (409): the lease was lost or the job ended; nothing changed", "error", err)

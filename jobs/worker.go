@@ -223,12 +223,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelJobs(nil)
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, w.opts.Concurrency)
-	pollErr := w.poll(ctx, types, slots, func(job *api.Job) {
+	pollErr := w.poll(ctx, types, slots, func(job *api.Job, claimed time.Time) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			w.runJob(jobsCtx, job)
+			w.runJob(jobsCtx, job, claimed)
 		}()
 	})
 	done := make(chan struct{})
@@ -249,9 +249,10 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // poll is Run's poll loop: it takes a slot, polls, and hands a claimed
-// job to start (which frees the slot when the job is done). It returns
-// nil when ctx is done, or the error of a poll refused for good.
-func (w *Worker) poll(ctx context.Context, types []string, slots chan struct{}, start func(*api.Job)) error {
+// job to start with the moment its poll answered (which frees the slot
+// when the job is done). It returns nil when ctx is done, or the error of
+// a poll refused for good.
+func (w *Worker) poll(ctx context.Context, types []string, slots chan struct{}, start func(*api.Job, time.Time)) error {
 	failures := 0
 	for {
 		select {
@@ -264,7 +265,7 @@ func (w *Worker) poll(ctx context.Context, types []string, slots chan struct{}, 
 			// Claimed: run it, even when ctx is done by now (within the
 			// shutdown grace), rather than leave it to its lease.
 			failures = 0
-			start(job)
+			start(job, time.Now())
 			continue
 		}
 		<-slots

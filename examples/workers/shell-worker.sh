@@ -146,7 +146,9 @@ heartbeat() {
     req=$(jq -cn --arg t "$token" '{fencing_token: $t}')
   fi
   hb_sent=$now
-  request "/api/jobs/$job_id/heartbeat" "$req" "$((interval_ms / 1000 + 1))"
+  local max
+  printf -v max '%d.%03d' $((interval_ms / 1000)) $((interval_ms % 1000)) # one heartbeat takes at most an interval
+  request "/api/jobs/$job_id/heartbeat" "$req" "$max"
   case $status in
   200) ((deadline = hb_sent + hold_ms, next_hb = hb_sent + interval_ms)) ;;
   409 | 404)
