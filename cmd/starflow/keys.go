@@ -13,7 +13,7 @@ import (
 )
 
 // roleValues: keys create --role.
-var roleValues = []string{string(starflowtype.RoleViewer), string(starflowtype.RoleOperator), string(starflowtype.RoleAdmin)}
+var roleValues = []string{string(starflowtype.RoleViewer), string(starflowtype.RoleOperator), string(starflowtype.RoleAdmin), string(starflowtype.RoleWorker)}
 
 // newKeysCmd is `starflow keys create|list|revoke`.
 func newKeysCmd(g *globalFlags) *cobra.Command {
