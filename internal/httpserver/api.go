@@ -189,6 +189,7 @@ func newAPI(mux *http.ServeMux, cfg apiSettings) (*apiServer, error) {
 	s.registerHealthReport()
 	s.registerJobs()
 	s.registerSignIn(mux)
+	s.registerWebhooks()
 	return s, nil
 }
 
