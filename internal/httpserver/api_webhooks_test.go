@@ -485,3 +485,44 @@ func TestWebhookTriggerBypassesCrossOriginCheck(t *testing.T) {
 		t.Errorf("a cross-site rotation: %d, want 403", a.status)
 	}
 }
+
+// TestWebhookTriggerPG: the same on PostgreSQL — a refused delivery
+// writes no run, a signed one starts one, a redelivery of its id none.
+func TestWebhookTriggerPG(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnvPG(t)
+	w := e.enableWebhook("alpha", "quick")
+	count := func() int {
+		t.Helper()
+		rs, err := e.store.ListRuns(t.Context(), &state.ListRunsParams{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rs)
+	}
+	before := count()
+	old := *w
+	w = e.enableWebhook("alpha", "quick")
+	for _, secret := range []string{"", old.Secret, "sfwh_" + strings.Repeat("1", 64)} {
+		if a := e.deliver(w.URL, secret, api.WebhookSignatureHeader, []byte(`{"n": 1}`)); a.status != http.StatusUnauthorized {
+			t.Fatalf("secret %q: %d %s, want 401", secret, a.status, a.body)
+		}
+	}
+	if n := count(); n != before {
+		t.Fatalf("refused deliveries made %d runs", n-before)
+	}
+	var ids []string
+	for range 2 {
+		a := e.deliver(w.URL, w.Secret, api.GitHubSignatureHeader, []byte(`{"n": 2}`), api.GitHubDeliveryHeader, "72d3162e-cc78-11e3-81ab-4c9367dc0958")
+		if a.status != http.StatusAccepted {
+			t.Fatalf("signed delivery: %d %s", a.status, a.body)
+		}
+		var tr api.WebhookTriggered
+		a.decode(t, &tr)
+		ids = append(ids, tr.RunID)
+	}
+	if ids[0] != ids[1] || count() != before+1 {
+		t.Fatalf("two deliveries of one id: runs %v, %d new; want one run", ids, count()-before)
+	}
+	e.waitFor(ids[0], "succeeded", func(r *starflowtype.Run) bool { return r.Status == starflowtype.RunSucceeded })
+}
