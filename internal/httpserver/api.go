@@ -36,7 +36,9 @@ type APIConfig struct {
 	// MetricsPublic serves /metrics without a key while keys exist.
 	MetricsPublic bool
 	// Rate is how many enqueue and signal requests per second one key
-	// (or, without keys, one client address) may send on average.
+	// (or, without keys, one client address) may send on average, and
+	// how many webhook deliveries one client address may (a bucket of
+	// their own).
 	// Default APIRateDefault (50); negative turns the limit off. Over it:
 	// 429 with Retry-After.
 	Rate float64
