@@ -181,6 +181,9 @@ type Adapter interface {
 	Watchdog
 	// Jobs: remote workers' jobs (worker_jobs).
 	Jobs
+	// Webhooks: which workflows take signed webhook deliveries, under
+	// which generation of their (derived, never stored) secret.
+	Webhooks
 }
 
 // Capabilities are the optional abilities of an adapter.
@@ -239,6 +242,10 @@ type EnqueueRunParams struct {
 	// writes nothing and returns ErrConflict.
 	RequestHash string
 	Input       json.RawMessage
+	// QueuedPayload is the payload of the run_queued event (a JSON
+	// object saying what created the run, e.g. a webhook delivery); nil:
+	// none.
+	QueuedPayload json.RawMessage
 }
 
 // MaxAttemptsDefault is a run's attempts when neither the enqueue nor

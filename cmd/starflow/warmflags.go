@@ -65,8 +65,8 @@ func (w *warmFlags) registerAPI(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&a.insecure, "insecure", false, "allow a non-loopback --addr while no API key exists (anyone who can reach it acts as admin; logged at start and on every request)")
 	cmd.Flags().StringVar(&a.tlsCert, "tls-cert", "", "serve HTTPS with this certificate chain (PEM file; needs --tls-key)")
 	cmd.Flags().StringVar(&a.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM file)")
-	cmd.Flags().Float64Var(&a.rate, "api-rate", httpserver.APIRateDefault, "enqueue and signal requests per second one API key (or, without keys, one client address) may send; past it 429 with Retry-After; 0 turns the limit off")
-	cmd.Flags().IntVar(&a.burst, "api-burst", httpserver.APIBurstDefault, "enqueue and signal requests one key may send at once before --api-rate applies")
+	cmd.Flags().Float64Var(&a.rate, "api-rate", httpserver.APIRateDefault, "enqueue and signal requests per second one API key (or, without keys, one client address) may send, and webhook deliveries per client address; past it 429 with Retry-After; 0 turns the limit off")
+	cmd.Flags().IntVar(&a.burst, "api-burst", httpserver.APIBurstDefault, "enqueue and signal requests one key (webhook deliveries: one client address) may send at once before --api-rate applies")
 }
 
 // register adds --warm, --addr and the tunables (--presence-interval with

@@ -36,7 +36,9 @@ type APIConfig struct {
 	// MetricsPublic serves /metrics without a key while keys exist.
 	MetricsPublic bool
 	// Rate is how many enqueue and signal requests per second one key
-	// (or, without keys, one client address) may send on average.
+	// (or, without keys, one client address) may send on average, and
+	// how many webhook deliveries one client address may (a bucket of
+	// their own).
 	// Default APIRateDefault (50); negative turns the limit off. Over it:
 	// 429 with Retry-After.
 	Rate float64
@@ -189,6 +191,7 @@ func newAPI(mux *http.ServeMux, cfg apiSettings) (*apiServer, error) {
 	s.registerHealthReport()
 	s.registerJobs()
 	s.registerSignIn(mux)
+	s.registerWebhooks()
 	return s, nil
 }
 

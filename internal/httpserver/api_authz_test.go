@@ -127,6 +127,14 @@ func allRoutes() []routeCase {
 		{"POST", "/api/jobs/{id}/heartbeat", worker, true, 200, jobRoute("heartbeat", nil)},
 		{"POST", "/api/jobs/{id}/complete", worker, true, 200, jobRoute("complete", map[string]any{"output": 1})},
 		{"POST", "/api/jobs/{id}/fail", worker, true, 200, jobRoute("fail", map[string]any{"error": map[string]any{"type": "x", "message": "m"}})},
+		{"POST", "/api/workflows/{name}/webhook", admin, true, 200, func(_ *apiEnv, ws string, _ bool) (string, any) {
+			return "/api/workflows/only-" + ws + "/webhook", nil
+		}},
+		{"GET", "/api/workflows/{name}/webhook", admin, true, 200, webhookRoute},
+		{"DELETE", "/api/workflows/{name}/webhook", admin, true, 200, webhookRoute},
+		// Unsigned: 401 for every caller, key or none (the signature is
+		// the trigger's only credential).
+		{"POST", "/api/workflows/{name}/trigger", "", false, 401, fixed("/api/workflows/quick/trigger", map[string]any{"n": 1})},
 	}
 }
 
@@ -172,6 +180,15 @@ func (e *apiEnv) heldJob(ws string) *starflowtype.WorkerJob {
 		e.t.Fatalf("claim a job of %s: %v %v", ws, j, err)
 	}
 	return j
+}
+
+// webhookRoute is a prep naming workspace ws's workflow only-WS with its
+// webhook enabled.
+func webhookRoute(e *apiEnv, ws string, _ bool) (string, any) {
+	if _, err := e.eng.EnableWebhook(starflow.WithScope(context.Background(), starflow.Scope{Workspace: ws}), "only-"+ws); err != nil {
+		e.t.Fatal(err)
+	}
+	return "/api/workflows/only-" + ws + "/webhook", nil
 }
 
 // revision is the current revision of workflow name in workspace ws.
@@ -269,7 +286,7 @@ func TestEveryRouteNeedsAKeyOnceOneExists(t *testing.T) {
 	doc.decode(t, &oa)
 	revoked := e.createKey("alpha", "", starflowtype.RoleAdmin)
 	e.revoke(revoked)
-	public := map[string]bool{"/readyz": true}
+	public := map[string]bool{"/readyz": true, "/api/workflows/{name}/trigger": true}
 	n := 0
 	for path, ops := range oa.Paths {
 		for method := range ops {

@@ -62,10 +62,12 @@ func principalOf(ctx context.Context) *principal {
 // protected reports whether a path needs a key once keys exist: the API,
 // the enqueue and admin routes, the live views and, unless it is
 // public, /metrics. Health, readiness, the OpenAPI document, its
-// rendered reference and POST /wake/{token} (whose token is its
-// authority) stay open.
+// rendered reference, POST /wake/{token} (whose token is its authority)
+// and a workflow's webhook trigger (whose signature is) stay open.
 func (s *apiServer) protected(path string) bool {
 	switch {
+	case triggerPath(path):
+		return false
 	case strings.HasPrefix(path, "/api/"), path == "/api",
 		strings.HasPrefix(path, "/run/"), strings.HasPrefix(path, "/admin/"),
 		strings.HasPrefix(path, "/live/"):

@@ -221,10 +221,11 @@ func New(cfg Config) (http.Handler, error) {
 	// Cross-site requests (a page in a browser, e.g. while no key exists
 	// and every loopback caller is an admin) that change anything are
 	// refused by Sec-Fetch-Site / Origin (net/http's CrossOriginProtection);
-	// POST /wake/{token}, whose token is its authority, stays callable
-	// from anywhere.
+	// POST /wake/{token}, whose token is its authority, and a webhook
+	// trigger, whose signature is, stay callable from anywhere.
 	csrf := http.NewCrossOriginProtection()
 	csrf.AddInsecureBypassPattern("POST /wake/{token...}")
+	csrf.AddInsecureBypassPattern("POST /api/workflows/{name}/trigger") // its signature is its authority
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusForbidden, "cross-origin request refused",
 			"a browser sent this request from another site (Sec-Fetch-Site or Origin); the API takes no cross-origin requests that change state")

@@ -142,7 +142,7 @@ func (e *enqueue) write(ctx context.Context, p *state.EnqueueRunParams) func(t *
 		}
 		t.ch.Run = run
 		t.notify = append(t.notify, p.RunnerPool)
-		return t.event(ctx, e.m, e.id, 1, starflowtype.EventRunQueued, "", "", nil)
+		return t.event(ctx, e.m, e.id, 1, starflowtype.EventRunQueued, "", "", p.QueuedPayload)
 	}
 }
 

@@ -1211,3 +1211,23 @@ UPDATE worker_jobs SET status = 'cancelled', lease_until = NULL, updated_at = no
 -- job's timeout): the job is cancelled; a worker holding it gets 409.
 UPDATE worker_jobs SET status = 'cancelled', lease_until = NULL, updated_at = now()
  WHERE id = ?1 AND status IN ('queued', 'running');
+
+-- name: enable_webhook
+-- A new generation: 1 for a workflow's first webhook, the stored one + 1
+-- otherwise (a rotation, or enabling again after a disable), so a secret
+-- of an earlier generation never verifies again.
+INSERT INTO workflow_webhooks (workspace_id, workflow_name, generation, key_id, enabled)
+VALUES (?1, ?2, 1, ?3, 1)
+ON CONFLICT (workspace_id, workflow_name) DO UPDATE
+   SET generation = workflow_webhooks.generation + 1, key_id = excluded.key_id, enabled = 1, updated_at = now()
+RETURNING workspace_id, workflow_name, generation, key_id, enabled, created_at, updated_at;
+
+-- name: get_webhook
+SELECT workspace_id, workflow_name, generation, key_id, enabled, created_at, updated_at
+  FROM workflow_webhooks WHERE workspace_id = ?1 AND workflow_name = ?2;
+
+-- name: disable_webhook
+-- The generation stays: enabling again moves past it.
+UPDATE workflow_webhooks SET enabled = 0, updated_at = now()
+ WHERE workspace_id = ?1 AND workflow_name = ?2 AND enabled = 1
+RETURNING workspace_id, workflow_name, generation, key_id, enabled, created_at, updated_at;

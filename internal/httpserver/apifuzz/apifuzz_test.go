@@ -102,6 +102,11 @@ func FuzzAPIRequests(f *testing.F) {
 		{"DELETE", "/api/keys/x", "", ""},
 		{"POST", "/api/dead-letters/00000000-0000-0000-0000-000000000000/redrive", "", ""},
 		{"POST", "/wake/abc", "application/json", `{}`},
+		{"POST", "/api/workflows/quick/webhook", "", ""},
+		{"GET", "/api/workflows/quick/webhook", "", ""},
+		{"DELETE", "/api/workflows/hold/webhook", "", ""},
+		{"POST", "/api/workflows/quick/trigger?workspace=default", "application/json", `{"n": 1}`},
+		{"POST", "/api/workflows/nope/trigger?workspace=%00", "text/plain", "\x00"},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.target, s.ctype, []byte(s.body))
