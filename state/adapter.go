@@ -181,6 +181,9 @@ type Adapter interface {
 	Watchdog
 	// Jobs: remote workers' jobs (worker_jobs).
 	Jobs
+	// Schedules: workflow schedules, their pause, the scheduler's reads
+	// and its one write per tick.
+	Schedules
 }
 
 // Capabilities are the optional abilities of an adapter.
@@ -204,6 +207,17 @@ type PutDefinitionParams struct {
 	Revision    string          // sha256 hex of Spec
 	Spec        json.RawMessage // canonical JSON
 	Source      string          // the text as written
+	// Env is the env of the runs the revision's schedules start (the
+	// applier's). Default DefaultEnv.
+	Env string
+	// Schedules are the revision's schedules, in definition order. In
+	// the same transaction, the revision becoming current replaces the
+	// workflow's workflow_schedules rows with these: a schedule whose
+	// index, cron and timezone are unchanged keeps its state (last tick,
+	// next fire time, last run), the others start anew, anchored at the
+	// database's now; rows beyond the list are removed. The workflow's
+	// pause is not touched.
+	Schedules []ScheduleSpec
 }
 
 // GetDefinitionParams finds a definition by ID or by name (+ revision).

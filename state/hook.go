@@ -70,6 +70,8 @@ const (
 	OpCompleteJob              Op = "CompleteJob"
 	OpFailJob                  Op = "FailJob"
 	OpExpireJobLeases          Op = "ExpireJobLeases"
+	OpPauseSchedules           Op = "PauseSchedules"
+	OpFireSchedule             Op = "FireSchedule"
 )
 
 // EndedAttempt names an attempt whose open step rows (running, waiting) a

@@ -92,6 +92,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("Watchdog", s.testWatchdog)
 	t.Run("TypedErrors", s.testTypedErrors)
 	t.Run("Jobs", s.testJobs)
+	t.Run("Schedules", s.testSchedules)
 }
 
 // suite carries the opener to every case.
