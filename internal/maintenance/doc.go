@@ -11,6 +11,6 @@
 // waits for the service to finish its current pass, and stopping twice is
 // safe. Logger and clock are injected.
 //
-// Import rule: imports state and starflowtype; never a concrete store or
-// the engine.
+// Import rule: imports state, starflowtype and workflow (cron
+// expressions); never a concrete store or the engine.
 package maintenance
