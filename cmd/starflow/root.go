@@ -88,6 +88,7 @@ func newRootCmd() *cobra.Command {
 		newRunCmd(g), newValidateCmd(g), newSchemaCmd(), newRunsCmd(g), newApplyCmd(g),
 		newMigrateCmd(g), newWorkerCmd(g), newServerCmd(g), newDevCmd(g), newEnqueueCmd(g), newPlanCmd(g),
 		newSignalCmd(g), newWakeCmd(g), newGCCmd(g), newKeysCmd(g),
+		newSchedulesCmd(g),
 	)
 	return root
 }

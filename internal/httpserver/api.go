@@ -186,6 +186,7 @@ func newAPI(mux *http.ServeMux, cfg apiSettings) (*apiServer, error) {
 	s.registerLive()
 	s.registerHealth()
 	s.registerMe()
+	s.registerSchedules()
 	s.registerHealthReport()
 	s.registerJobs()
 	s.registerSignIn(mux)
