@@ -127,6 +127,13 @@ func allRoutes() []routeCase {
 		{"POST", "/api/jobs/{id}/heartbeat", worker, true, 200, jobRoute("heartbeat", nil)},
 		{"POST", "/api/jobs/{id}/complete", worker, true, 200, jobRoute("complete", map[string]any{"output": 1})},
 		{"POST", "/api/jobs/{id}/fail", worker, true, 200, jobRoute("fail", map[string]any{"error": map[string]any{"type": "x", "message": "m"}})},
+		{"GET", "/api/schedules", viewer, false, 200, fixed("/api/schedules", nil)},
+		{"POST", "/api/schedules/{workflow}/pause", operator, true, 200, func(_ *apiEnv, ws string, _ bool) (string, any) {
+			return "/api/schedules/only-" + ws + "/pause", nil
+		}},
+		{"POST", "/api/schedules/{workflow}/resume", operator, true, 200, func(_ *apiEnv, ws string, _ bool) (string, any) {
+			return "/api/schedules/only-" + ws + "/resume", nil
+		}},
 	}
 }
 
