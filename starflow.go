@@ -88,6 +88,11 @@ type Config struct {
 	// starflow_runs_stuck{reason} and starflow_runs_stuck_age_seconds
 	// (one aggregate statement over the unfinished runs). Default 15 s.
 	StuckInterval time.Duration
+	// ScheduleInterval is how often the maintenance leader's scheduler
+	// looks for due schedule ticks (definitions' schedules; database
+	// clock): a tick fires at most about this long after it fell due.
+	// Default 1 s.
+	ScheduleInterval time.Duration
 
 	// StepTimeout is the default timeout of one step try. Default 30 s.
 	StepTimeout time.Duration
@@ -336,8 +341,8 @@ func (e *Engine) newLeaseSweep() *maintenance.LeaseSweep {
 // maintenanceServices builds the services of one maintenance term: the
 // lease sweep, the timer poller, the notify retrier, the session-variable
 // GC, the stuck watch (the why-stuck metrics), the job sweep (remote
-// workers' expired leases) and, with a warm tier that
-// this process drains, the hash sweep.
+// workers' expired leases), the scheduler (schedules' ticks) and, with a
+// warm tier that this process drains, the hash sweep.
 func (e *Engine) maintenanceServices() ([]maintenance.Service, error) {
 	sweep := e.newLeaseSweep()
 	w, err := e.newWaitMaintenance()
@@ -348,7 +353,11 @@ func (e *Engine) maintenanceServices() ([]maintenance.Service, error) {
 		Interval: e.cfg.StuckInterval, OnPass: e.stuck.set, Logger: e.cfg.Logger,
 	})
 	jobs := maintenance.NewJobSweep(e.store, maintenance.JobSweepConfig{Logger: e.cfg.Logger, OnRequeue: e.runner.Notify})
-	services := []maintenance.Service{sweep, w.timers, w.notify, w.gc, stuck, jobs}
+	sched, err := e.newScheduler()
+	if err != nil {
+		return nil, err
+	}
+	services := []maintenance.Service{sweep, w.timers, w.notify, w.gc, stuck, jobs, sched}
 	if hs := e.tier.hashSweep(); hs != nil {
 		services = append(services, hs)
 	}
@@ -421,8 +430,10 @@ func (e *Engine) Apply(ctx context.Context, filename string, src []byte) (*starf
 	if err != nil {
 		return nil, err
 	}
+	sc := e.ScopeOf(ctx)
 	return e.store.PutDefinition(ctx, &state.PutDefinitionParams{
-		WorkspaceID: e.workspace(ctx), Name: def.Name, Revision: def.Revision(), Spec: def.Canonical(), Source: string(src),
+		WorkspaceID: sc.Workspace, Name: def.Name, Revision: def.Revision(), Spec: def.Canonical(), Source: string(src),
+		Env: sc.Env, Schedules: scheduleSpecs(def),
 	})
 }
 

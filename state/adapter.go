@@ -184,6 +184,9 @@ type Adapter interface {
 	// Webhooks: which workflows take signed webhook deliveries, under
 	// which generation of their (derived, never stored) secret.
 	Webhooks
+	// Schedules: workflow schedules, their pause, the scheduler's reads
+	// and its one write per tick.
+	Schedules
 }
 
 // Capabilities are the optional abilities of an adapter.
@@ -207,6 +210,17 @@ type PutDefinitionParams struct {
 	Revision    string          // sha256 hex of Spec
 	Spec        json.RawMessage // canonical JSON
 	Source      string          // the text as written
+	// Env is the env of the runs the revision's schedules start (the
+	// applier's). Default DefaultEnv.
+	Env string
+	// Schedules are the revision's schedules, in definition order. In
+	// the same transaction, the revision becoming current replaces the
+	// workflow's workflow_schedules rows with these: a schedule whose
+	// index, cron and timezone are unchanged keeps its state (last tick,
+	// next fire time, last run), the others start anew, anchored at the
+	// database's now; rows beyond the list are removed. The workflow's
+	// pause is not touched.
+	Schedules []ScheduleSpec
 }
 
 // GetDefinitionParams finds a definition by ID or by name (+ revision).

@@ -71,6 +71,8 @@ const (
 	OpFailJob                  Op = "FailJob"
 	OpExpireJobLeases          Op = "ExpireJobLeases"
 	OpAbandonJob               Op = "AbandonJob"
+	OpPauseSchedules           Op = "PauseSchedules"
+	OpFireSchedule             Op = "FireSchedule"
 )
 
 // EndedAttempt names an attempt whose open step rows (running, waiting) a

@@ -15,7 +15,7 @@ import (
 
 // Field names, in the order the schema and messages list them.
 var (
-	definitionFields  = []string{"name", "recovery_mode", "runner_pool", "max_attempts", "input_schema", "secrets", "defaults", "steps", "output", "retry_on"}
+	definitionFields  = []string{"name", "recovery_mode", "runner_pool", "max_attempts", "input_schema", "secrets", "defaults", "steps", "output", "retry_on", "schedules"}
 	defaultsFields    = []string{"timeout", "retry_policy"}
 	retryPolicyFields = []string{"max_attempts", "initial_interval", "backoff", "max_interval", "jitter", "retry_on"}
 	stepFields        = []string{"id", "when", "run_after", "retry_policy", "timeout", "output"}
@@ -196,6 +196,7 @@ func (d *decoder) duration(n *vnode, field string) (Duration, bool) {
 func (d *decoder) definition(root *vnode) *Definition {
 	def := &Definition{}
 	seen := map[string]bool{}
+	var schedules *vnode
 	if !d.fields(root, "the definition", definitionFields, func(p vpair) {
 		seen[p.key] = true
 		n := p.val
@@ -235,6 +236,8 @@ func (d *decoder) definition(root *vnode) *Definition {
 			def.Output = d.template(n, "output")
 		case "retry_on":
 			def.RetryOn = d.errorExpr(n, "retry_on")
+		case "schedules":
+			def.Schedules, schedules = d.schedules(n), n
 		}
 	}) {
 		return def
@@ -248,6 +251,7 @@ func (d *decoder) definition(root *vnode) *Definition {
 	d.checkGraph()
 	if !d.opts.Stored {
 		d.checkRefs()
+		d.checkSchedules(def, schedules)
 	}
 	return def
 }

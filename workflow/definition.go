@@ -29,6 +29,10 @@ type Definition struct {
 	// run's typed failure. nil: the transient set (network, timeout, http
 	// 5xx and 429, and a custom step's retryable errors).
 	RetryOn any `json:"retry_on,omitempty"`
+	// Schedules start runs of the workflow on a cron schedule
+	// (schedules.go). Left out of the canonical form when empty, so a
+	// definition without schedules keeps the revision it always had.
+	Schedules []*Schedule `json:"schedules,omitempty"`
 
 	// Source is the file name the definition was parsed from (not part of
 	// the canonical form).

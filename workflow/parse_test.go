@@ -136,7 +136,23 @@ func defsEqual(a, b *Definition, withPos bool) bool {
 		ca.Source, cb.Source = "", ""
 	}
 	ca.Steps, cb.Steps = nil, nil
+	ca.Schedules, cb.Schedules = plainSchedules(a.Schedules, withPos), plainSchedules(b.Schedules, withPos)
 	return reflect.DeepEqual(ca, cb) && stepsEqual(a.Steps, b.Steps, withPos)
+}
+
+// plainSchedules copies schedules without their parsed cron (and, unless
+// withPos, their positions).
+func plainSchedules(in []*Schedule, withPos bool) []*Schedule {
+	var out []*Schedule
+	for _, s := range in {
+		c := *s
+		c.cron = nil
+		if !withPos {
+			c.Pos = Pos{}
+		}
+		out = append(out, &c)
+	}
+	return out
 }
 
 // stepsEqual compares steps lists, nested ones included.

@@ -161,7 +161,7 @@ func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
 	f.egress.register(cmd) // runners send service_call and notify requests; maintenance retries notifies
 	f.limits.register(cmd, limitsPayload)
 	if maintenance {
-		cmd.Flags().BoolVar(&f.maintenance, "maintenance", true, "take part in the maintenance leader election: the leader (one process at a time among those sharing the store) runs the lease sweep, timers, notify retries, session GC, the job sweep and the warm hash sweep; --maintenance=false leaves them to other processes")
+		cmd.Flags().BoolVar(&f.maintenance, "maintenance", true, "take part in the maintenance leader election: the leader (one process at a time among those sharing the store) runs the lease sweep, timers, notify retries, session GC, the job sweep, schedules and the warm hash sweep; --maintenance=false leaves them to other processes")
 		cmd.Flags().DurationVar(&f.leaderTTL, "leader-ttl", 10*time.Second, "how long a dead maintenance leader keeps the leadership before another process takes over (at least 500ms; candidates retry and the leader renews every fifth of it)")
 		cmd.Flags().DurationVar(&f.sweepEvery, "sweep-interval", 30*time.Second, "lease sweep interval (one pass also runs when a process becomes the maintenance leader)")
 		cmd.Flags().DurationVar(&f.waits.TimerInterval, "timer-interval", time.Second, "how often due timers and wait timeouts fire (one pass also runs when a process becomes the maintenance leader)")
@@ -251,7 +251,7 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	var id atomic.Value // the runner id, once the engine exists
 	cfg.OnMaintenanceLeader = func(leading bool) {
 		if leading {
-			fmt.Fprintf(os.Stderr, "%s %s is the maintenance leader (lease sweep, timers, notify retries, session GC, job sweep)\n", what, id.Load())
+			fmt.Fprintf(os.Stderr, "%s %s is the maintenance leader (lease sweep, timers, notify retries, session GC, job sweep, schedules)\n", what, id.Load())
 		} else {
 			fmt.Fprintf(os.Stderr, "%s %s is no longer the maintenance leader\n", what, id.Load())
 		}
@@ -306,7 +306,7 @@ func newServerCmd(g *globalFlags) *cobra.Command {
 	f := &processFlags{}
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Serve the HTTP API (/api/…, /docs; API keys: starflow keys), /healthz, /metrics, live views and POST /wake/{token}, and take part in the maintenance leader election (lease sweep, timer poller, notify retries, session GC, job sweep, the warm tier's hash sweep); runs no runs; until stopped",
+		Short: "Serve the HTTP API (/api/…, /docs; API keys: starflow keys), /healthz, /metrics, live views and POST /wake/{token}, and take part in the maintenance leader election (lease sweep, timer poller, notify retries, session GC, job sweep, schedules, the warm tier's hash sweep); runs no runs; until stopped",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.grace = 5 * time.Second
@@ -323,7 +323,7 @@ func newDevCmd(g *globalFlags) *cobra.Command {
 	f := &processFlags{}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Everything in one process on SQLite: a runner, maintenance (lease sweep, timers, notify retries, session GC, job sweep), the warm tier (memory) and the HTTP listener (which serves remote workers: /api/jobs)",
+		Short: "Everything in one process on SQLite: a runner, maintenance (lease sweep, timers, notify retries, session GC, job sweep, schedules), the warm tier (memory) and the HTTP listener (which serves remote workers: /api/jobs)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.serve(cmd, g, "dev", starflow.Config{})

@@ -89,6 +89,7 @@ func newRootCmd() *cobra.Command {
 		newMigrateCmd(g), newWorkerCmd(g), newServerCmd(g), newDevCmd(g), newEnqueueCmd(g), newPlanCmd(g),
 		newSignalCmd(g), newWakeCmd(g), newGCCmd(g), newKeysCmd(g),
 		newWebhooksCmd(g),
+		newSchedulesCmd(g),
 	)
 	return root
 }

@@ -24,7 +24,7 @@ var static embed.FS
 // path in the browser). Patterns for net/http's ServeMux.
 var Pages = []string{
 	"GET /{$}", "GET /runs", "GET /runs/{id}", "GET /definitions", "GET /definitions/{name}",
-	"GET /dead-letters", "GET /health", "GET /sign-in",
+	"GET /dead-letters", "GET /health", "GET /sign-in", "GET /schedules",
 }
 
 // Assets is the ServeMux pattern of the page's scripts and styles.

@@ -188,6 +188,7 @@ func newAPI(mux *http.ServeMux, cfg apiSettings) (*apiServer, error) {
 	s.registerLive()
 	s.registerHealth()
 	s.registerMe()
+	s.registerSchedules()
 	s.registerHealthReport()
 	s.registerJobs()
 	s.registerSignIn(mux)

@@ -135,6 +135,13 @@ func allRoutes() []routeCase {
 		// Unsigned: 401 for every caller, key or none (the signature is
 		// the trigger's only credential).
 		{"POST", "/api/workflows/{name}/trigger", "", false, 401, fixed("/api/workflows/quick/trigger", map[string]any{"n": 1})},
+		{"GET", "/api/schedules", viewer, false, 200, fixed("/api/schedules", nil)},
+		{"POST", "/api/schedules/{workflow}/pause", operator, true, 200, func(_ *apiEnv, ws string, _ bool) (string, any) {
+			return "/api/schedules/only-" + ws + "/pause", nil
+		}},
+		{"POST", "/api/schedules/{workflow}/resume", operator, true, 200, func(_ *apiEnv, ws string, _ bool) (string, any) {
+			return "/api/schedules/only-" + ws + "/resume", nil
+		}},
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 
 // registerDashboard serves the operator dashboard (package dashboard) on
 // mux: the page at /, /runs, /runs/{id}, /definitions, /dead-letters,
-// /health and /sign-in, its files under /ui/. The page is public (it
+// /schedules, /health and /sign-in, its files under /ui/. The page is public (it
 // holds no data); everything it shows it reads from the API with the
 // caller's key, kept in the HttpOnly cookie POST /ui/sign-in sets.
 func registerDashboard(mux *http.ServeMux) {

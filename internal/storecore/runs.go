@@ -15,12 +15,15 @@ import (
 	"github.com/starflow/starflow/state"
 )
 
-// PutDefinition implements state.Adapter.
+// PutDefinition implements state.Adapter. The revision's schedules
+// replace the workflow's in the same transaction (putSchedules).
 func (s *Store) PutDefinition(ctx context.Context, p *state.PutDefinitionParams) (*starflowtype.Definition, error) {
 	ws := orDefault(p.WorkspaceID, state.DefaultWorkspace)
 	_, err := s.write(ctx, state.OpPutDefinition, "", false, func(t *txn) error {
-		_, err := t.tx.Exec(ctx, "insert_definition", uuid.NewString(), ws, p.Name, p.Revision, jsonOr(p.Spec, "null"), p.Source)
-		return err
+		if _, err := t.tx.Exec(ctx, "insert_definition", uuid.NewString(), ws, p.Name, p.Revision, jsonOr(p.Spec, "null"), p.Source); err != nil {
+			return err
+		}
+		return t.putSchedules(ctx, ws, p)
 	})
 	if err != nil {
 		return nil, s.errorf("put definition %s: %w", p.Name, err)

@@ -6,10 +6,13 @@
 // conformance suite (state/statetest) but for the close-and-reopen case,
 // since nothing survives Close or the process: its Capabilities say it is
 // not durable, and an engine on it uses an ephemeral wake-token key.
+// Schedules are the exception: their state must outlive the process, so
+// the state.Schedules methods refuse with state.ErrSchedulesNeedStore.
 //
 // It is for programs that run workflows without a system of record
 // (tests, one-shot tools). One Store is one private database; two share
 // nothing.
 //
-// Import rule: imports state and state/sqlitestore; never the engine.
+// Import rule: imports starflowtype, state and state/sqlitestore; never the
+// engine.
 package nullstore

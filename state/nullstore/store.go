@@ -3,7 +3,9 @@ package nullstore
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/state/sqlitestore"
 )
@@ -44,4 +46,25 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("nullstore: %w", err)
 	}
 	return &Store{Store: s}, nil
+}
+
+// ListSchedules refuses: schedules need a durable store, since their
+// state (the last tick fired) must outlive the process.
+func (*Store) ListSchedules(context.Context, *state.ListSchedulesParams) ([]*starflowtype.Schedule, time.Time, error) {
+	return nil, time.Time{}, state.ErrSchedulesNeedStore
+}
+
+// PauseSchedules refuses (state.ErrSchedulesNeedStore).
+func (*Store) PauseSchedules(context.Context, *state.PauseSchedulesParams) ([]*starflowtype.Schedule, error) {
+	return nil, state.ErrSchedulesNeedStore
+}
+
+// DueSchedules refuses (state.ErrSchedulesNeedStore).
+func (*Store) DueSchedules(context.Context, *state.DueSchedulesParams) ([]*starflowtype.Schedule, time.Time, error) {
+	return nil, time.Time{}, state.ErrSchedulesNeedStore
+}
+
+// FireSchedule refuses (state.ErrSchedulesNeedStore).
+func (*Store) FireSchedule(context.Context, *state.FireScheduleParams) (*state.FireResult, error) {
+	return nil, state.ErrSchedulesNeedStore
 }

@@ -1477,3 +1477,83 @@ SELECT workspace_id, workflow_name, generation, key_id, enabled, created_at, upd
 UPDATE workflow_webhooks SET enabled = false, updated_at = now()
  WHERE workspace_id = $1 AND workflow_name = $2 AND enabled
 RETURNING workspace_id, workflow_name, generation, key_id, enabled, created_at, updated_at;
+-- Workflow schedules (state.Schedules, issue 15) ---------------------------
+
+-- name: schedule_put
+-- One schedule of the revision becoming current ($1 workspace, $2 workflow,
+-- $3 index, $4 env, $5 definition id, $6 revision, $7 cron, $8 timezone,
+-- $9 overlap, $10 catchup, $11 input). A row whose cron and timezone are
+-- unchanged keeps its ticks (anchor, last tick, next fire time, last run);
+-- another starts anew, anchored at now.
+INSERT INTO workflow_schedules AS s (workspace_id, workflow_name, schedule_index, env, definition_id, revision,
+                                     cron, timezone, overlap, catchup, input_json)
+VALUES ($1, $2, $3, $4, $5::uuid, $6, $7, $8, $9, $10, $11::json)
+ON CONFLICT (workspace_id, workflow_name, schedule_index) DO UPDATE
+   SET env = excluded.env, definition_id = excluded.definition_id, revision = excluded.revision,
+       overlap = excluded.overlap, catchup = excluded.catchup, input_json = excluded.input_json,
+       anchor_at = CASE WHEN s.cron = excluded.cron AND s.timezone = excluded.timezone THEN s.anchor_at ELSE now() END,
+       last_tick_at = CASE WHEN s.cron = excluded.cron AND s.timezone = excluded.timezone THEN s.last_tick_at END,
+       next_fire_at = CASE WHEN s.cron = excluded.cron AND s.timezone = excluded.timezone THEN s.next_fire_at END,
+       cron = excluded.cron, timezone = excluded.timezone,
+       version = s.version + 1, updated_at = now();
+
+-- name: schedules_trim
+-- The schedules beyond the current revision's list.
+DELETE FROM workflow_schedules WHERE workspace_id = $1 AND workflow_name = $2 AND schedule_index >= $3;
+
+-- name: list_schedules
+SELECT s.workspace_id, s.env, s.workflow_name, s.schedule_index, s.revision, coalesce(s.definition_id::text, ''),
+       s.cron, s.timezone, s.overlap, s.catchup, s.input_json::text,
+       EXISTS (SELECT 1 FROM workflow_schedule_pauses p
+                WHERE p.workspace_id = s.workspace_id AND p.workflow_name = s.workflow_name),
+       s.anchor_at, s.last_tick_at, s.next_fire_at, coalesce(s.last_run_id::text, ''), s.version, s.updated_at
+  FROM workflow_schedules s
+ WHERE ($1::text = '' OR s.workspace_id = $1) AND ($2::text = '' OR s.workflow_name = $2)
+ ORDER BY s.workspace_id, s.workflow_name, s.schedule_index;
+
+-- name: definition_exists
+SELECT EXISTS (SELECT 1 FROM workflow_definitions WHERE workspace_id = $1 AND name = $2);
+
+-- name: schedules_pause
+INSERT INTO workflow_schedule_pauses (workspace_id, workflow_name) VALUES ($1, $2)
+ON CONFLICT (workspace_id, workflow_name) DO NOTHING;
+
+-- name: schedules_unpause
+DELETE FROM workflow_schedule_pauses WHERE workspace_id = $1 AND workflow_name = $2;
+
+-- name: schedules_reanchor
+-- A resume: ticks that fell due while paused never fire.
+UPDATE workflow_schedules
+   SET anchor_at = now(), next_fire_at = NULL, version = version + 1, updated_at = now()
+ WHERE workspace_id = $1 AND workflow_name = $2;
+
+-- name: due_schedules
+-- Served by idx_workflow_schedules_next_fire (NULLs first: rows the
+-- scheduler has not computed yet).
+SELECT s.workspace_id, s.env, s.workflow_name, s.schedule_index, s.revision, coalesce(s.definition_id::text, ''),
+       s.cron, s.timezone, s.overlap, s.catchup, s.input_json::text, false,
+       s.anchor_at, s.last_tick_at, s.next_fire_at, coalesce(s.last_run_id::text, ''), s.version, s.updated_at
+  FROM workflow_schedules s
+ WHERE (s.next_fire_at IS NULL OR s.next_fire_at <= now())
+   AND NOT EXISTS (SELECT 1 FROM workflow_schedule_pauses p
+                    WHERE p.workspace_id = s.workspace_id AND p.workflow_name = s.workflow_name)
+ ORDER BY s.next_fire_at NULLS FIRST
+ LIMIT $1;
+
+-- name: schedule_advance
+-- The scheduler's compare-and-set ($4 the version it read; $5 the tick,
+-- NULL: none; $6 the next fire time). The row lock serialises two
+-- schedulers: the second finds the version changed and writes nothing.
+UPDATE workflow_schedules s
+   SET last_tick_at = coalesce($5::timestamptz, s.last_tick_at), next_fire_at = $6::timestamptz,
+       version = s.version + 1, updated_at = now()
+ WHERE s.workspace_id = $1 AND s.workflow_name = $2 AND s.schedule_index = $3 AND s.version = $4
+   AND NOT EXISTS (SELECT 1 FROM workflow_schedule_pauses p
+                    WHERE p.workspace_id = s.workspace_id AND p.workflow_name = s.workflow_name)
+RETURNING s.workspace_id, s.env, s.workflow_name, s.schedule_index, s.revision, coalesce(s.definition_id::text, ''),
+       s.cron, s.timezone, s.overlap, s.catchup, s.input_json::text, false,
+       s.anchor_at, s.last_tick_at, s.next_fire_at, coalesce(s.last_run_id::text, ''), s.version, s.updated_at;
+
+-- name: schedule_last_run
+UPDATE workflow_schedules SET last_run_id = $4::uuid
+ WHERE workspace_id = $1 AND workflow_name = $2 AND schedule_index = $3;

@@ -93,6 +93,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("TypedErrors", s.testTypedErrors)
 	t.Run("Jobs", s.testJobs)
 	t.Run("Webhooks", s.testWebhooks)
+	t.Run("Schedules", s.testSchedules)
 }
 
 // suite carries the opener to every case.

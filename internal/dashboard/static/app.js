@@ -169,6 +169,7 @@ const routes = [
   [/^\/definitions$/, pageDefinitions, 'definitions'],
   [/^\/definitions\/([^/]+)$/, pageDefinition, 'definitions'],
   [/^\/dead-letters$/, pageDeadLetters, 'dead-letters'],
+  [/^\/schedules$/, pageSchedules, 'schedules'],
   [/^\/health$/, pageHealth, 'health'],
   [/^\/sign-in$/, pageSignIn, ''],
 ];
@@ -1121,6 +1122,47 @@ async function pageDeadLetters(main) {
       : h('p', {}, 'No dead-lettered run.'),
     page.next_cursor ? h('div', { class: 'pager' }, link(`/dead-letters?cursor=${enc(page.next_cursor)}`, 'Older →')) : null);
   markReady(main, 'dead-letters');
+}
+
+// ---- schedules -------------------------------------------------------
+
+// pageSchedules lists the definitions' schedules (GET /api/schedules):
+// cron, zone, overlap, catchup, state, next fire times, last tick and run,
+// with Pause and Resume per workflow for an operator.
+async function pageSchedules(main) {
+  document.title = 'Schedules · Starflow';
+  loading(main, 'Schedules');
+  await meReady; // pause and resume depend on the role
+  const out = h('div', { 'aria-live': 'polite' });
+  const draw = async () => {
+    const list = (await api('GET', '/api/schedules?next=3')).schedules || [];
+    const workflows = [...new Set(list.map((s) => s.workflow))];
+    const act = (wf, verb) => h('button', { type: 'button', 'data-action': verb, 'data-workflow': wf, onclick: async (ev) => {
+      ev.target.disabled = true;
+      try {
+        await api('POST', `/api/schedules/${enc(wf)}/${verb}`);
+        await draw();
+        replace(out, h('div', { class: 'notice info' }, `The schedules of ${wf} are ${verb === 'pause' ? 'paused' : 'running again'}.`));
+      } catch (e) { ev.target.disabled = false; replace(out, errorBox(e)); }
+    } }, verb === 'pause' ? 'Pause' : 'Resume');
+    replace(main, h('h1', {}, 'Schedules'),
+      h('p', { class: 'muted' }, 'Runs the definitions start on their own, one per tick across every process. Overlap says what a tick does while the previous run goes on; catchup what happens to ticks missed while no process ran. A pause holds a workflow\'s schedules, across new revisions, until resumed; missed ticks are not caught up.'), out,
+      list.length ? h('div', { class: 'table-wrap' }, h('table', { id: 'schedules' }, h('thead', {}, h('tr', {}, ['Workflow', '#', 'Cron', 'Zone', 'Overlap', 'Catchup', 'State', 'Next fire times', 'Last tick', 'Last run', ''].map((c) => h('th', {}, c)))),
+        h('tbody', {}, list.map((s, i) => h('tr', { 'data-workflow': s.workflow, 'data-index': String(s.index) },
+          h('td', {}, link(`/definitions/${enc(s.workflow)}`, s.workflow)), h('td', {}, String(s.index)), h('td', { class: 'mono' }, s.cron), h('td', {}, s.timezone),
+          h('td', {}, s.overlap.replace('_', ' ')), h('td', {}, s.catchup), h('td', {}, s.paused ? badge('paused') : badge('active', 'running')),
+          h('td', { class: 'next' }, (s.next_fire_times || []).length ? (s.next_fire_times || []).map((t) => h('div', { title: t }, `${fmtTime(t)} (${ago(t)})`)) : '—'),
+          h('td', {}, s.last_tick_at ? fmtTime(s.last_tick_at) : '—'),
+          h('td', {}, s.last_run_id ? link(`/runs/${s.last_run_id}`, h('span', { class: 'id' }, short(s.last_run_id))) : '—'),
+          // One button per workflow, on its first row: the pause is the workflow's.
+          h('td', {}, can('operator') && (i === 0 || list[i - 1].workflow !== s.workflow) ? act(s.workflow, s.paused ? 'resume' : 'pause') : null))))))
+        : h('p', {}, 'No schedules: a definition declares them with ', h('code', {}, 'schedules: [{cron: "0 9 * * MON-FRI"}]'), '.'),
+      workflows.length && !can('operator') ? h('p', { class: 'muted' }, 'Pausing and resuming needs the operator role.') : null);
+    markReady(main, 'schedules');
+  };
+  await draw();
+  const t = setInterval(() => draw().catch(() => {}), 5000);
+  onLeave(() => clearInterval(t));
 }
 
 // ---- health ----------------------------------------------------------
