@@ -96,6 +96,9 @@ var fencedWrites = []fencedWrite{
 		_, err := h.a.SessionSet(h.ctx(), &state.SessionSetParams{SessionID: fenceSession, Key: fenceKey, Value: json.RawMessage(`1`), RunID: r.ID, Lease: l})
 		return err
 	}, nil, true},
+	{"AbandonJob", func(h *harness, r *starflowtype.Run, l starflowtype.Lease) error {
+		return h.a.AbandonJob(h.ctx(), &state.AbandonJobParams{StepKey: stepKey(r, "", "s1"), Lease: l})
+	}, nil, true},
 }
 
 // testFencing: every runner write with a stale epoch, another runner's id
