@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 const cliScheduledWF = `name: nightly
@@ -22,6 +23,16 @@ func TestCLISchedules(t *testing.T) {
 	f := newRemoteFixture(t)
 	if r := f.local(t, "apply", writeFile(t, f.dir, "nightly.yaml", cliScheduledWF)); r.code != 0 {
 		t.Fatalf("apply: %d %s", r.code, r.stderr)
+	}
+	// The server's scheduler writes each new schedule's next fire time at
+	// its first pass; compare the local and remote listings after it, not
+	// across it.
+	deadline := time.Now().Add(20 * time.Second)
+	for r := f.local(t, "schedules", "list", "--json"); strings.Count(r.stdout, `"next_fire_at"`) < 2; r = f.local(t, "schedules", "list", "--json") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the scheduler did not take the schedules up within 20 s:\n%s", r.stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	l := f.same(t, false, "schedules", "list")
 	for _, want := range []string{"WORKFLOW", "nightly", "0 9 * * MON-FRI", "Europe/Berlin", "@hourly", "allow", "active"} {
@@ -59,5 +70,6 @@ func TestCLISchedules(t *testing.T) {
 	if r := f.remote(t, f.other, "schedules", "list"); r.code != 0 || strings.Contains(r.stdout, "nightly") {
 		t.Errorf("another workspace's key sees: %d %q", r.code, r.stdout)
 	}
-	mustCode(t, "--next 0", f.local(t, "schedules", "list", "--next", "0"), 2, "--next must be 1 to 50")
+	mustCode(t, "--next 0", f.local(t, "schedules", "list", "--next", "0"), 2, "--next 0 is out of range: it must be 1 or more")
+	mustCode(t, "--next 51", f.local(t, "schedules", "list", "--next", "51"), 2, "--next must be 1 to 50")
 }

@@ -117,7 +117,7 @@ func checkServerLine(cmd *cobra.Command) error {
 	case cmd.Name() == "live" && cmd.Parent() != nil && cmd.Parent().Name() == "runs":
 		return usageError("%s reads the warm tier, never a server: drop --server (the server itself answers GET %s/live/runs/ID)", cmd.CommandPath(), strings.TrimRight(server, "/"))
 	case !remoteCapable(cmd):
-		return usageError("%s works on a store only, not through a server: drop --server (it is for enqueue, apply, validate, plan, runs list|show|ledger|events|waits|resume|retrigger|cancel, signal, wake and keys)", cmd.CommandPath())
+		return usageError("%s works on a store only, not through a server: drop --server (it is for enqueue, apply, validate, plan, runs list|show|ledger|events|waits|resume|retrigger|cancel, signal, wake, schedules, webhooks and keys)", cmd.CommandPath())
 	case f.Changed("db") || f.Changed("store"):
 		return usageError("--server and --%s both name where %s acts: give one", map[bool]string{true: "db", false: "store"}[f.Changed("db")], cmd.CommandPath())
 	}
@@ -177,6 +177,9 @@ var flagRanges = map[string]flagRange{
 	"limit":   atLeastOne,
 	"attempt": {min: 0, note: "0 shows every attempt"},
 	"after":   {min: 0, note: "0 shows every event"},
+	// schedules list (its upper bound, starflow.ScheduleNextMax, is the
+	// command's own check).
+	"next": atLeastOne,
 	// The caps of workflow.Limits: 0 is the default, a negative value
 	// lifts the cap.
 	workflow.LimitSourceBytes.Flag[2:]:        anyValue,

@@ -43,7 +43,12 @@ func guardVars() map[string]any {
 // at once with the cost-limit error instead of running to its end.
 func TestGuardsStopHugeCalls(t *testing.T) {
 	t.Parallel()
-	e := Default()
+	// The default cost limit, but a time limit no loaded machine reaches
+	// first: the refusal must come from the guard, not the clock.
+	e, err := NewEnv(Limits{Cost: CostDefault, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
 	vars := guardVars()
 	for _, src := range []string{
 		"sets.contains(input.big, input.big)",
