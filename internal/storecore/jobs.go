@@ -247,12 +247,10 @@ func (s *Store) AbandonJob(ctx context.Context, p *state.AbandonJobParams) error
 		if err != nil {
 			return err
 		}
-		n, err := t.tx.Exec(ctx, "abandon_job", m.id, p.Attempt, p.ScopePath, p.StepID)
-		if err != nil {
-			return err
-		}
-		t.idle = n == 0
-		return nil
+		// Written (and hooked) even when no job was left to cancel: the
+		// fence touched the run row, and a hook's refusal must undo it.
+		_, err = t.tx.Exec(ctx, "abandon_job", m.id, p.Attempt, p.ScopePath, p.StepID)
+		return err
 	})
 	if err != nil {
 		return s.errorf("abandon job of %s: %w", p.StepID, err)
