@@ -15,7 +15,10 @@ import (
 // from its back/forward cache: no load event) and gives it time.
 func back(t *testing.T, ctx context.Context) {
 	t.Helper()
-	eval[bool](t, ctx, `history.back(), true`)
+	// Scheduled, not called: a navigation started inside the evaluation
+	// can close its context before the answer comes back (chromedp:
+	// "Inspected target navigated or closed").
+	eval[bool](t, ctx, `setTimeout(() => history.back(), 0), true`)
 	time.Sleep(1500 * time.Millisecond)
 }
 
