@@ -18,19 +18,30 @@ import (
 	"github.com/starflow/starflow/starflowtype"
 )
 
-// upperWorkflow is one job step of type upper; its heartbeat timeout is
-// the shortest a step may have (1 s) and its retry policy allows three
-// tries, so a lease left to expire is tried again at once.
-const upperWorkflow = `name: upper
+// upperDef is one job step of type upper with the given heartbeat
+// timeout; its retry policy allows three tries, so a lease left to expire
+// is tried again at once.
+func upperDef(heartbeat string) string {
+	return `name: upper
 steps:
   - id: up
     job:
       type: upper
       input: {text: "${{ input.text }}"}
-      heartbeat_timeout: 1s
+      heartbeat_timeout: ` + heartbeat + `
     retry_policy: {max_attempts: 3, initial_interval: 10ms, max_interval: 10ms}
 output: "${{ steps.up.output }}"
 `
+}
+
+// upperWorkflow's leases (3 s) are short, for the tests of what happens
+// when one expires, yet long enough for the calls a test makes with a live
+// one on a loaded machine; steadyWorkflow's (10 s) do not expire under a
+// live worker.
+var (
+	upperWorkflow  = upperDef("3s")
+	steadyWorkflow = upperDef("10s")
+)
 
 // wantStatus wants err to be a problem answer of status, wrapping
 // sentinel.
@@ -48,7 +59,7 @@ func wantStatus(t *testing.T, what string, err error, status int, sentinel error
 // it comes from, its first try, a fencing token and a lease.
 func TestPollLongPoll(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *env) {
-		e.apply(upperWorkflow)
+		e.apply(steadyWorkflow)
 		ctx := context.Background()
 		start := time.Now()
 		j, err := e.c.PollJob(ctx, []string{"upper"}, "w1", 0)
@@ -83,8 +94,8 @@ func TestPollLongPoll(t *testing.T) {
 		if j.Type != "upper" || j.RunID != runID || j.StepID != "up" || j.ScopePath != "" || j.Attempt != 1 || j.Tries != 1 {
 			t.Errorf("job %+v; want type upper of run %s, step up at the root, attempt 1, try 1", j, runID)
 		}
-		if j.ID == "" || j.FencingToken == "" || j.IdempotencyKey == "" || j.HeartbeatTimeoutMS != 1000 || !j.LeaseUntil.After(time.Now().Add(-time.Minute)) {
-			t.Errorf("job %+v; want an id, a token, an idempotency key, a 1000 ms heartbeat timeout and a lease", j)
+		if j.ID == "" || j.FencingToken == "" || j.IdempotencyKey == "" || j.HeartbeatTimeoutMS != 10000 || !j.LeaseUntil.After(time.Now().Add(-time.Minute)) {
+			t.Errorf("job %+v; want an id, a token, an idempotency key, a 10000 ms heartbeat timeout and a lease", j)
 		}
 		if by := e.str(`SELECT leased_by FROM worker_jobs WHERE id = $1`, j.ID); by != "w1" {
 			t.Errorf("leased_by %q, want w1", by)
@@ -103,7 +114,7 @@ func TestStaleTokenRefused(t *testing.T) {
 		ctx := context.Background()
 		runID := e.enqueue("upper", map[string]any{"text": "x"})
 		first := e.poll("w1", "upper")
-		// No heartbeat: the lease (1 s) expires and the sweep queues the
+		// No heartbeat: the lease (3 s) expires and the sweep queues the
 		// job again for the next poll.
 		second := e.poll("w2", "upper")
 		if second.ID != first.ID || second.Tries != 2 || second.FencingToken == first.FencingToken {
@@ -148,7 +159,7 @@ func TestStaleTokenRefused(t *testing.T) {
 // (one node_complete event, one checkpoint) with that completion's output.
 func TestOneCompletionOf64(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *env) {
-		e.apply(upperWorkflow)
+		e.apply(steadyWorkflow)
 		runID := e.enqueue("upper", map[string]any{"text": "race"})
 		j := e.poll("w1", "upper")
 		const n = 64

@@ -35,7 +35,7 @@ func upper(_ context.Context, job *jobs.Job, in upperIn) (upperOut, error) {
 // output, decoded from its input; its progress reaches the live view.
 func TestWorkerServesJobs(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *env) {
-		e.apply(upperWorkflow)
+		e.apply(steadyWorkflow)
 		var running, most atomic.Int32
 		progressed := make(chan string, 1)
 		release := make(chan struct{})
@@ -47,7 +47,10 @@ func TestWorkerServesJobs(t *testing.T) {
 				}
 				if in.Text == "slow" {
 					job.Progress(0.5, "half way")
-					progressed <- job.RunID
+					select {
+					case progressed <- job.RunID:
+					default: // a later try of it
+					}
 					select {
 					case <-release:
 					case <-ctx.Done():
@@ -97,7 +100,7 @@ steps:
     try:
       steps:
         - id: work
-          job: {type: %[1]s, input: %[2]s, heartbeat_timeout: 2s}
+          job: {type: %[1]s, input: %[2]s, heartbeat_timeout: 10s}
           retry_policy: {max_attempts: 2, initial_interval: 10ms, max_interval: 10ms}
       catch:
         - id: caught
@@ -184,7 +187,7 @@ func TestWorkerErrors(t *testing.T) {
 			t.Errorf("bad-input: %s", e.wait(ids["bad-input"]).Output)
 		}
 		// The worker survived the panic.
-		e.apply(upperWorkflow)
+		e.apply(steadyWorkflow)
 		if run := e.wait(e.enqueue("upper", map[string]any{"text": "still here"})); output(t, run)["text"] != "STILL HERE" {
 			t.Errorf("after the panic: %s %s", run.Status, run.Output)
 		}
@@ -196,7 +199,7 @@ func TestWorkerErrors(t *testing.T) {
 // is cancelled with ErrLeaseLost as its cause.
 func TestWorkerLeaseLostOnCancel(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *env) {
-		e.apply(upperWorkflow)
+		e.apply(steadyWorkflow)
 		started := make(chan *jobs.Job, 1)
 		cause := make(chan error, 1)
 		e.worker(jobs.Options{}, func(w *jobs.Worker) error {
@@ -261,8 +264,8 @@ func TestWorkerLeaseExpiresWithoutHeartbeats(t *testing.T) {
 			if !errors.Is(err, jobs.ErrLeaseLost) || !strings.Contains(err.Error(), "no heartbeat got through") {
 				t.Fatalf("cause %v, want ErrLeaseLost: no heartbeat got through", err)
 			}
-			if d := time.Since(time.Unix(0, cutAt.Load())); d > 5*time.Second {
-				t.Errorf("the handler was cancelled %s after heartbeats stopped getting through; want under the 1 s timeout", d)
+			if d := time.Since(time.Unix(0, cutAt.Load())); d > 8*time.Second {
+				t.Errorf("the handler was cancelled %s after heartbeats stopped getting through; want within the 3 s timeout", d)
 			}
 		case <-time.After(20 * time.Second):
 			t.Fatal("the handler was not cancelled while no heartbeat got through")

@@ -94,7 +94,16 @@ func (c *cluster) startShellWorker(name, url, key, types string) *process {
 		p.mu.Unlock()
 		close(p.exited)
 	}()
-	c.t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	// The group is killed only while its leader runs: once the leader is
+	// gone (and the worker stops its own handlers before it exits) the
+	// group id may belong to another process group — pids wrap quickly on
+	// a busy machine.
+	c.t.Cleanup(func() {
+		if p.running() {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-p.exited
+		}
+	})
 	c.mu.Lock()
 	c.procs = append(c.procs, p)
 	c.mu.Unlock()
