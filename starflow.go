@@ -230,6 +230,12 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.RunnerID == "" {
+		cfg.RunnerID = runner.NewID()
+	}
+	// Every line says which process wrote it (its runner's identity, also
+	// when it runs no runner: maintenance, the API).
+	cfg.Logger = cfg.Logger.With("runner_id", cfg.RunnerID)
 	if rc := (runner.Config{LeaseTTL: cfg.LeaseTTL, Heartbeat: cfg.Heartbeat}).WithDefaults(); rc.LeaseTTL > 0 && rc.Heartbeat > 0 {
 		if err := runner.CheckHeartbeat(rc.LeaseTTL, rc.Heartbeat); err != nil {
 			return nil, fmt.Errorf("starflow: Config.Heartbeat / Config.LeaseTTL: %w", err)

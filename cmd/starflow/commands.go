@@ -191,6 +191,7 @@ func (f *processFlags) resolveHeartbeat(cmd *cobra.Command) error {
 // gracefully.
 func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cfg starflow.Config) error {
 	ctx := cmd.Context()
+	g.log.daemon = true // info lines: runs started and ended, retries, recoveries
 	if err := f.resolveHeartbeat(cmd); err != nil {
 		return err
 	}

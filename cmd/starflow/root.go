@@ -34,6 +34,7 @@ type globalFlags struct {
 	store   string
 	db      string
 	verbose bool
+	log     logFlags
 	// server is --server (a Starflow server's URL) and apiKey --api-key;
 	// remote() resolves them with STARFLOW_SERVER and STARFLOW_API_KEY.
 	server string
@@ -76,7 +77,9 @@ func newRootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.store, "store", "", "store URL: postgres://USER@HOST:PORT/DB[?schema=NAME] or sqlite://PATH (env "+envStore+")")
 	root.PersistentFlags().StringVar(&g.db, "db", "", "SQLite database file, shorthand for --store sqlite://PATH (env "+envDB+", default "+defaultDB+")")
-	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log engine activity to stderr")
+	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log engine activity to stderr (--log-level debug)")
+	root.PersistentFlags().StringVar(&g.log.format, "log-format", logFormatAuto, "log format on stderr: auto (text on a terminal, JSON otherwise), text or json")
+	root.PersistentFlags().StringVar(&g.log.level, "log-level", "", "log level: debug, info, warn or error (default info for dev, server and worker, warn for other commands; debug with -v)")
 	root.PersistentFlags().StringVar(&g.server, "server", "", "act through the HTTP API of the Starflow server at this URL (http://HOST:PORT) instead of a store; the commands that read or steer runs, definitions and keys accept it (env "+envServer+")")
 	root.PersistentFlags().StringVar(&g.apiKey, "api-key", "", "the API key (sf_…) sent to --server; prefer the environment variable "+envAPIKey+", which no process listing shows")
 	// A flag that does not parse (unknown, or a value of the wrong type) is
@@ -89,7 +92,7 @@ func newRootCmd() *cobra.Command {
 		newMigrateCmd(g), newWorkerCmd(g), newServerCmd(g), newDevCmd(g), newEnqueueCmd(g), newPlanCmd(g),
 		newSignalCmd(g), newWakeCmd(g), newGCCmd(g), newKeysCmd(g),
 		newWebhooksCmd(g),
-		newSchedulesCmd(g),
+		newSchedulesCmd(g), newVersionCmd(),
 	)
 	return root
 }
@@ -144,13 +147,10 @@ func (g *globalFlags) openStore(ctx context.Context) (state.Adapter, error) {
 	return s, nil
 }
 
-// logger returns the CLI's logger: warnings only unless --verbose.
+// logger returns the CLI's logger on w, at the level and in the format
+// of --log-level, --verbose and --log-format (logFlags).
 func (g *globalFlags) logger(w io.Writer) *slog.Logger {
-	level := slog.LevelWarn
-	if g.verbose {
-		level = slog.LevelInfo
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(g.log.handler(w, g.log.levelFor(g.verbose)))
 }
 
 func redactURL(u string) string {

@@ -72,6 +72,9 @@ func checkCommandLine(cmd *cobra.Command, _ []string) error {
 	if err := checkServerLine(cmd); err != nil {
 		return err
 	}
+	if err := checkLogFlags(f); err != nil {
+		return err
+	}
 	return checkFlagRanges(cmd)
 }
 

@@ -247,7 +247,7 @@ func (l *listener) serve(eng *starflow.Engine, log *slog.Logger) error {
 		MaxWakeBody: eng.Limits().PayloadBytes})
 	if a := l.api; a != nil {
 		hc.API = &httpserver.APIConfig{Engine: eng, LeaseTTL: l.leaseTTL, MetricsPublic: a.metricsPublic, Insecure: l.insecure,
-			Rate: a.rate, Burst: a.burst, Version: version}
+			Rate: a.rate, Burst: a.burst, Version: readBuildInfo().Version}
 		if a.rate == 0 {
 			hc.API.Rate = -1 // off
 		}

@@ -77,6 +77,7 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 	// (a stop between a step's completion and its phase event) is
 	// recorded after the next step.
 	rs := &runState{e: e, run: run, led: led, log: log, phase: run.Phase}
+	log.Info("run started", "revision", shortRevision(run.WorkflowRevision), "lease_epoch", lease.Epoch)
 
 	out, err := rs.execute(ctx)
 	if err == nil {
@@ -117,7 +118,15 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 	if werr != nil {
 		return rs.writeFailed(ctx, werr)
 	}
-	log.Info("run attempt failed", "error", led.red.Error(err), "status", r.Status, "retry", retry)
+	attrs := []any{"error", led.red.Error(err), "status", r.Status, "retry", retry}
+	var sf *stepFailed
+	if errors.As(err, &sf) {
+		attrs = append(attrs, "step", sf.stepID, "scope_path", sf.scope)
+	}
+	if retry {
+		attrs = append(attrs, "retry_in", delay)
+	}
+	log.Info("run attempt failed", attrs...)
 	return OutcomeFailed, nil
 }
 

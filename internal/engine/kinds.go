@@ -184,7 +184,7 @@ func (rs *runState) custom(ctx context.Context, f *frame, s *workflow.Step, try 
 		IdempotencyKey: idempotencyKey(rs.run.ID, scope, s.ID),
 		FencingToken:   fmt.Sprintf("%s/%d", rs.run.ID, rs.led.lease.Epoch),
 		Lease:          rs.led.lease,
-		Logger:         rs.log.With("step", s.ID, "scope", scope),
+		Logger:         rs.log.With("step", s.ID, "scope_path", scope),
 		Progress: func(f float64, msg string) {
 			rs.e.cfg.Progress(rs.run.ID, scope, s.ID, f, rs.led.red.String(msg))
 		},

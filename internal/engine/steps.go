@@ -251,7 +251,7 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 			if werr := rs.led.nodeRetry(rs.root, scope, s.ID, try, err, d); werr != nil {
 				return nil, werr
 			}
-			rs.log.Info("step try failed; retrying", "step", s.ID, "scope", scope, "try", try, "backoff", d, "error", rs.led.red.Error(err))
+			rs.log.Info("step try failed; retrying", "step", s.ID, "scope_path", scope, "try", try, "backoff", d, "error", rs.led.red.Error(err))
 			if serr := rs.e.cfg.Sleep(ctx, d); serr != nil {
 				if rs.stopping(serr) {
 					return nil, serr

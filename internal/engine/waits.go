@@ -292,7 +292,7 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 		return fmt.Errorf("step %s: register wait: %w", s.ID, err)
 	}
 	rs.hook(WaitAfterRegister, key)
-	rs.log.Info("step waiting", "step", s.ID, "scope", scope, "wait_id", reg.ID, "wait_kind", reg.Kind, "signal", reg.Signal, "status", reg.Status)
+	rs.log.Info("step waiting", "step", s.ID, "scope_path", scope, "wait_id", reg.ID, "wait_kind", reg.Kind, "signal", reg.Signal, "status", reg.Status)
 
 	// 4. The token goes out only now, and only for the row just written.
 	if plan.notify != nil && reg.ID == p.ID && reg.Status == starflowtype.WaitPending {

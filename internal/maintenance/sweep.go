@@ -156,7 +156,11 @@ func (s *LeaseSweep) pass(ctx context.Context) ([]*starflowtype.Run, error) {
 	}
 	requeued := false
 	for _, r := range runs {
-		s.cfg.Logger.Warn("runner lost; run interrupted", "run_id", r.ID, "status", r.Status, "claim_state", r.ClaimState, "attempt", r.Attempt)
+		msg := "runner lost; run interrupted"
+		if r.ClaimState == starflowtype.ClaimQueued {
+			msg = "runner lost; run re-queued"
+		}
+		s.cfg.Logger.Warn(msg, "run_id", r.ID, "workflow", r.WorkflowName, "attempt", r.Attempt, "status", r.Status, "claim_state", r.ClaimState)
 		requeued = requeued || r.ClaimState == starflowtype.ClaimQueued
 	}
 	if requeued && s.cfg.OnRequeue != nil {

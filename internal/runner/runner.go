@@ -380,7 +380,7 @@ func (r *Runner) loop(ctx context.Context) {
 // execute runs one claimed run under its lease.
 func (r *Runner) execute(ctx context.Context, cancel context.CancelCauseFunc, run *starflowtype.Run, claimStart time.Time) {
 	lease := run.Lease()
-	log := r.cfg.Logger.With("run_id", run.ID, "lease_epoch", lease.Epoch)
+	log := r.cfg.Logger.With("run_id", run.ID, "workflow", run.WorkflowName, "attempt", run.Attempt, "lease_epoch", lease.Epoch)
 	defer cancel(nil)
 	defer func() {
 		r.mu.Lock()
