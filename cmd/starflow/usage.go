@@ -157,6 +157,8 @@ var flagRanges = map[string]flagRange{
 	"sweep-interval":      positive,
 	"timer-interval":      positive,
 	"session-gc-interval": positive,
+	"retention-interval":  {min: 0, note: "0s turns the retention pass off"},
+	"gc-batch":            atLeastOne,
 	// Warm tier.
 	"warm-health-warn":     positive,
 	"warm-health-critical": positive,
