@@ -131,7 +131,9 @@ func (c *completions) between(from, to time.Time) int {
 // runner of concurrency 16) keeps executing. It checks that exactly what
 // is due went, and reports the load's throughput during the pass against
 // the mean of equal windows before and after it (ratio; target ≥ 0.8),
-// the pass's duration and what it removed. STARFLOW_BENCH_GC_WINDOW sets
+// the pass's duration and what it removed; with no pause between batches
+// (throttle=0) and with the default pause (throttle=1: after each batch,
+// as long as it took). STARFLOW_BENCH_GC_WINDOW sets
 // the before/after windows (default 1 s; docs/benchmarks.md used 10 s).
 func BenchmarkPostgresRetention(b *testing.B) {
 	window := time.Second
@@ -142,6 +144,12 @@ func BenchmarkPostgresRetention(b *testing.B) {
 		}
 	}
 	n := gcBenchRuns(b)
+	for _, throttle := range []float64{0, state.GCThrottleDefault} {
+		b.Run(fmt.Sprintf("throttle=%g", throttle), func(b *testing.B) { benchRetention(b, n, window, throttle) })
+	}
+}
+
+func benchRetention(b *testing.B, n int, window time.Duration, throttle float64) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		ctx := context.Background()
@@ -191,7 +199,7 @@ func BenchmarkPostgresRetention(b *testing.B) {
 		time.Sleep(window)
 		b.StartTimer()
 		gcStart := time.Now()
-		rep, gcErr := eng.CollectGarbage(ctx, state.GCParams{})
+		rep, gcErr := eng.CollectGarbage(ctx, state.GCParams{Throttle: throttle})
 		gcEnd := time.Now()
 		b.StopTimer()
 		time.Sleep(window)

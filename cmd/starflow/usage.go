@@ -159,6 +159,7 @@ var flagRanges = map[string]flagRange{
 	"session-gc-interval": positive,
 	"retention-interval":  {min: 0, note: "0s turns the retention pass off"},
 	"gc-batch":            atLeastOne,
+	"gc-throttle":         {min: 0, note: "0 leaves no pause between batches"},
 	// Warm tier.
 	"warm-health-warn":     positive,
 	"warm-health-critical": positive,

@@ -1,6 +1,7 @@
 package storecore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,10 +66,12 @@ func (s *Store) CollectGarbage(ctx context.Context, p *state.GCParams) (state.GC
 }
 
 // gcBatch runs fn as one write whose counts land in rep when it commits
-// (or, in a dry run, when it rolls back as it always does then). fn gets
-// a zeroed report each time it runs (a write may run again).
+// (or, in a dry run, when it rolls back as it always does then), then
+// waits p.Throttle × the time the write took. fn gets a zeroed report each
+// time it runs (a write may run again).
 func (s *Store) gcBatch(ctx context.Context, p *state.GCParams, hooks bool, rep *state.GCReport, fn func(t *txn, b *state.GCReport) error) error {
 	var b state.GCReport
+	start := time.Now()
 	_, err := s.write(ctx, "CollectGarbage", "", false, func(t *txn) error {
 		b = state.GCReport{}
 		t.idle = !hooks // what goes is no run's change: the mirror has nothing to send
@@ -84,6 +87,14 @@ func (s *Store) gcBatch(ctx context.Context, p *state.GCParams, hooks bool, rep 
 		return err
 	}
 	rep.Add(b)
+	if p.Throttle > 0 {
+		pause := time.NewTimer(time.Duration(p.Throttle * float64(time.Since(start))))
+		defer pause.Stop()
+		select {
+		case <-ctx.Done():
+		case <-pause.C:
+		}
+	}
 	return nil
 }
 
@@ -129,19 +140,12 @@ func runAge(p *state.GCParams, over map[wfKey]retention, r *gcRun) time.Duration
 	o := over[wfKey{r.workspace, r.workflow}]
 	switch {
 	case r.status == string(starflowtype.RunSucceeded):
-		return cmpOr(o.succeeded, p.Succeeded)
+		return cmp.Or(o.succeeded, p.Succeeded)
 	case r.status == string(starflowtype.RunInterrupted) || r.deadLettered:
 		return p.Held
 	default: // failed, cancelled
-		return cmpOr(o.failed, p.Failed)
+		return cmp.Or(o.failed, p.Failed)
 	}
-}
-
-func cmpOr(a, b time.Duration) time.Duration {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 // shortestAge is the shortest age of any run (ok false: every run stays
@@ -167,31 +171,46 @@ func (s *Store) gcRuns(ctx context.Context, p *state.GCParams, over map[wfKey]re
 	if !ok {
 		return nil
 	}
-	cursorAt, cursorID := time.Unix(0, 0).UTC(), minID
+	return s.gcLoop(ctx, p, rep, gcCursor{time.Unix(0, 0).UTC(), minID}, func(t *txn, b *state.GCReport, c gcCursor) (int, gcCursor, error) {
+		cands, err := t.gcCandidates(ctx, c.at, c.id, short, p.Batch)
+		if err != nil || len(cands) == 0 {
+			return 0, c, err
+		}
+		var due []string
+		for _, r := range cands {
+			if a := runAge(p, over, r); a > 0 && r.now.Sub(r.ended) > a {
+				due = append(due, r.id)
+			}
+		}
+		next := gcCursor{cands[len(cands)-1].ended, cands[len(cands)-1].id}
+		ids, err := t.gcWithDescendants(ctx, due)
+		if err == nil && len(ids) > 0 {
+			err = t.gcDeleteRuns(ctx, ids, p.BlobGrace, b)
+		}
+		return len(cands), next, err
+	})
+}
+
+// gcCursor is a position in a phase's walk: an instant and an id (the
+// blob phase uses the id only).
+type gcCursor struct {
+	at time.Time
+	id string
+}
+
+// gcLoop runs batches of one phase until one comes back short: batch gets
+// the cursor and returns how many rows it read and the cursor after them.
+// The cursor moves only once a batch ended (a write may run its body
+// again, from the same cursor).
+func (s *Store) gcLoop(ctx context.Context, p *state.GCParams, rep *state.GCReport, c gcCursor,
+	batch func(t *txn, b *state.GCReport, c gcCursor) (int, gcCursor, error)) error {
 	for ctx.Err() == nil {
 		var n int
+		var next gcCursor
 		err := s.gcBatch(ctx, p, false, rep, func(t *txn, b *state.GCReport) error {
-			cands, err := t.gcCandidates(ctx, cursorAt, cursorID, short, p.Batch)
-			if err != nil {
-				return err
-			}
-			n = len(cands)
-			if n == 0 {
-				return nil
-			}
-			var due []string
-			for _, r := range cands {
-				if a := runAge(p, over, r); a > 0 && r.now.Sub(r.ended) > a {
-					due = append(due, r.id)
-				}
-			}
-			last := cands[n-1]
-			cursorAt, cursorID = last.ended, last.id
-			ids, err := t.gcWithDescendants(ctx, due)
-			if err != nil || len(ids) == 0 {
-				return err
-			}
-			return t.gcDeleteRuns(ctx, ids, p.BlobGrace, b)
+			var err error
+			n, next, err = batch(t, b, c)
+			return err
 		})
 		if err != nil {
 			return err
@@ -199,6 +218,7 @@ func (s *Store) gcRuns(ctx context.Context, p *state.GCParams, over map[wfKey]re
 		if n < p.Batch {
 			break
 		}
+		c = next
 	}
 	return ctx.Err()
 }
@@ -328,26 +348,14 @@ func (t *txn) gcDelete(ctx context.Context, query string, ids []string, count *i
 // gcOrphanBlobs removes the blobs no checkpoint references, untouched for
 // the grace age, in sha256 order from a cursor.
 func (s *Store) gcOrphanBlobs(ctx context.Context, p *state.GCParams, _ map[wfKey]retention, rep *state.GCReport) error {
-	cursor := ""
-	for ctx.Err() == nil {
-		var n int
-		err := s.gcBatch(ctx, p, false, rep, func(t *txn, b *state.GCReport) error {
-			sums, err := t.strings(ctx, "gc_orphan_blobs", cursor, -p.BlobGrace, p.Batch)
-			n = len(sums)
-			b.Blobs = int64(n)
-			if n > 0 {
-				cursor = slices.Max(sums)
-			}
-			return err
-		})
-		if err != nil {
-			return err
+	return s.gcLoop(ctx, p, rep, gcCursor{}, func(t *txn, b *state.GCReport, c gcCursor) (int, gcCursor, error) {
+		sums, err := t.strings(ctx, "gc_orphan_blobs", c.id, -p.BlobGrace, p.Batch)
+		b.Blobs = int64(len(sums))
+		if len(sums) > 0 {
+			c.id = slices.Max(sums)
 		}
-		if n < p.Batch {
-			break
-		}
-	}
-	return ctx.Err()
+		return len(sums), c, err
+	})
 }
 
 // gcConsumedWaits removes consumed waits past p.Consumed that no step
@@ -356,38 +364,27 @@ func (s *Store) gcConsumedWaits(ctx context.Context, p *state.GCParams, _ map[wf
 	if p.Consumed < 0 {
 		return nil
 	}
-	cursorAt, cursorID := time.Unix(0, 0).UTC(), minID
-	for ctx.Err() == nil {
-		var n int
-		err := s.gcBatch(ctx, p, false, rep, func(t *txn, b *state.GCReport) error {
-			rows, err := t.tx.Query(ctx, "gc_consumed_waits", cursorAt, cursorID, -p.Consumed, p.Batch)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			n = 0
-			for rows.Next() {
-				var at time.Time
-				var id string
-				if err := rows.Scan(&at, &id); err != nil {
-					return err
-				}
-				n++
-				if at.After(cursorAt) || at.Equal(cursorAt) && id > cursorID {
-					cursorAt, cursorID = at, id
-				}
-			}
-			b.Waits = int64(n)
-			return rows.Err()
-		})
+	return s.gcLoop(ctx, p, rep, gcCursor{time.Unix(0, 0).UTC(), minID}, func(t *txn, b *state.GCReport, c gcCursor) (int, gcCursor, error) {
+		rows, err := t.tx.Query(ctx, "gc_consumed_waits", c.at, c.id, -p.Consumed, p.Batch)
 		if err != nil {
-			return err
+			return 0, c, err
 		}
-		if n < p.Batch {
-			break
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			var at time.Time
+			var id string
+			if err := rows.Scan(&at, &id); err != nil {
+				return n, c, err
+			}
+			n++
+			if at.After(c.at) || at.Equal(c.at) && id > c.id {
+				c = gcCursor{at, id}
+			}
 		}
-	}
-	return ctx.Err()
+		b.Waits = int64(n)
+		return n, c, rows.Err()
+	})
 }
 
 // gcRows removes the kinds that need no cursor — every matching row is
