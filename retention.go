@@ -25,8 +25,6 @@ type RetentionConfig struct {
 	// days, orphan blobs' grace 1 h, applied outbox rows 1 h — or
 	// WarmOptions.OutboxRetention —, batches of 500). Expired session
 	// variables stay the session GC's (WaitMaintenance.SessionGCInterval).
-	// A zero Params.Throttle is state.GCThrottleDefault (a negative one:
-	// no pause between batches).
 	Params state.GCParams
 }
 
@@ -47,9 +45,6 @@ func (e *Engine) retentionServices() []maintenance.Service {
 		return nil
 	}
 	p := e.gcParams(c.Params)
-	if p.Throttle == 0 {
-		p.Throttle = state.GCThrottleDefault
-	}
 	return []maintenance.Service{maintenance.NewRetentionGC(e.store, maintenance.RetentionConfig{
 		Interval: c.Interval, Params: p, Logger: e.cfg.Logger,
 	})}

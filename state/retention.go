@@ -92,15 +92,10 @@ type GCParams struct {
 	DryRun bool
 	// Throttle makes the pass wait Throttle × the time each batch took
 	// after it, leaving the database to the runners meanwhile (1: gc uses
-	// at most half of one connection's time). 0: no wait; negative is 0.
-	// Default 0 here; the maintenance pass and starflow gc default to
-	// GCThrottleDefault.
+	// at most half of one connection's time). 0 or negative: no wait.
+	// Default 0.
 	Throttle float64
 }
-
-// GCThrottleDefault is the Throttle of the maintenance pass and of
-// starflow gc unless told otherwise.
-const GCThrottleDefault = 1.0
 
 // WithDefaults returns a copy of p with zero fields set to their defaults.
 func (p GCParams) WithDefaults() GCParams {

@@ -39,7 +39,8 @@ runner waits on, and print what went by kind:
   - mirror_outbox rows applied more than an hour ago; expired idempotency receipts;
   - expired session variables (what the session GC does every minute).
 
---dry-run counts what would go and removes nothing. Ages are days (7d, 1d12h) or Go
+--dry-run counts what would go and removes nothing. --gc-throttle 1 makes gc wait, after
+each batch, as long as the batch took (default 0: no wait). Ages are days (7d, 1d12h) or Go
 durations (36h), or never. "starflow server", "dev" and "worker" run the same pass every
 --retention-interval (1h) while they lead maintenance, with the same flags.`,
 		Args: cobra.NoArgs,

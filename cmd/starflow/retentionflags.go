@@ -62,7 +62,7 @@ func (f *retentionFlags) register(cmd *cobra.Command, pass bool) {
 	fl.Var(ageValue{&f.p.Held}, "retain-held", "how long runs held for an operator (interrupted in recovery mode manual, dead-lettered) are kept after their last change")
 	fl.Var(ageValue{&f.p.Consumed}, "retain-consumed", "how long consumed waits and wake-inbox rows of runs that stay are kept")
 	fl.IntVar(&f.p.Batch, "gc-batch", state.GCBatchDefault, "rows of each kind removed per transaction")
-	fl.Float64Var(&f.p.Throttle, "gc-throttle", state.GCThrottleDefault, "after each batch, wait this many times as long as the batch took (0: no wait, fastest, most load on the database)")
+	fl.Float64Var(&f.p.Throttle, "gc-throttle", 0, "after each batch, wait this many times as long as the batch took (0: no wait, fastest, most load on the database)")
 	if pass {
 		fl.DurationVar(&f.interval, "retention-interval", time.Hour, "how often the maintenance leader removes what is older than the --retain-* ages (0s turns the pass off: only starflow gc removes)")
 	}
@@ -71,9 +71,6 @@ func (f *retentionFlags) register(cmd *cobra.Command, pass bool) {
 // config is the engine's RetentionConfig.
 func (f *retentionFlags) config() starflow.RetentionConfig {
 	c := starflow.RetentionConfig{Interval: f.interval, Params: f.p}
-	if c.Params.Throttle == 0 {
-		c.Params.Throttle = -1 // --gc-throttle 0: none
-	}
 	if f.interval == 0 {
 		c.Interval = -1
 	}
