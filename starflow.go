@@ -93,6 +93,8 @@ type Config struct {
 	// clock): a tick fires at most about this long after it fell due.
 	// Default 1 s.
 	ScheduleInterval time.Duration
+	// Retention tunes the maintenance leader's retention pass (retention.go).
+	Retention RetentionConfig
 
 	// StepTimeout is the default timeout of one step try. Default 30 s.
 	StepTimeout time.Duration
@@ -363,7 +365,7 @@ func (e *Engine) maintenanceServices() ([]maintenance.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	services := []maintenance.Service{sweep, w.timers, w.notify, w.gc, stuck, jobs, sched}
+	services := append([]maintenance.Service{sweep, w.timers, w.notify, w.gc, stuck, jobs, sched}, e.retentionServices()...)
 	if hs := e.tier.hashSweep(); hs != nil {
 		services = append(services, hs)
 	}

@@ -187,6 +187,8 @@ type Adapter interface {
 	// Schedules: workflow schedules, their pause, the scheduler's reads
 	// and its one write per tick.
 	Schedules
+	// Retention: removing what is older than the configured ages.
+	Retention
 }
 
 // Capabilities are the optional abilities of an adapter.

@@ -15,7 +15,7 @@ import (
 
 // Field names, in the order the schema and messages list them.
 var (
-	definitionFields  = []string{"name", "recovery_mode", "runner_pool", "max_attempts", "input_schema", "secrets", "defaults", "steps", "output", "retry_on", "schedules"}
+	definitionFields  = []string{"name", "recovery_mode", "runner_pool", "max_attempts", "input_schema", "secrets", "defaults", "steps", "output", "retry_on", "schedules", "retention"}
 	defaultsFields    = []string{"timeout", "retry_policy"}
 	retryPolicyFields = []string{"max_attempts", "initial_interval", "backoff", "max_interval", "jitter", "retry_on"}
 	stepFields        = []string{"id", "when", "run_after", "retry_policy", "timeout", "output"}
@@ -238,6 +238,8 @@ func (d *decoder) definition(root *vnode) *Definition {
 			def.RetryOn = d.errorExpr(n, "retry_on")
 		case "schedules":
 			def.Schedules, schedules = d.schedules(n), n
+		case "retention":
+			def.Retention = d.retention(n)
 		}
 	}) {
 		return def

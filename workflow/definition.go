@@ -33,6 +33,9 @@ type Definition struct {
 	// (schedules.go). Left out of the canonical form when empty, so a
 	// definition without schedules keeps the revision it always had.
 	Schedules []*Schedule `json:"schedules,omitempty"`
+	// Retention overrides how long the store keeps the workflow's ended
+	// runs (retention.go). Left out of the canonical form when nil.
+	Retention *Retention `json:"retention,omitempty"`
 
 	// Source is the file name the definition was parsed from (not part of
 	// the canonical form).

@@ -139,6 +139,7 @@ type processFlags struct {
 	concurrency                                  int
 	warm                                         warmFlags
 	waits                                        starflow.WaitMaintenanceConfig
+	retention                                    retentionFlags
 	egress                                       egressFlags
 	limits                                       limitFlags
 	// maintenance: this process campaigns for the maintenance leadership
@@ -166,6 +167,7 @@ func (f *processFlags) register(cmd *cobra.Command, runner, maintenance bool) {
 		cmd.Flags().DurationVar(&f.sweepEvery, "sweep-interval", 30*time.Second, "lease sweep interval (one pass also runs when a process becomes the maintenance leader)")
 		cmd.Flags().DurationVar(&f.waits.TimerInterval, "timer-interval", time.Second, "how often due timers and wait timeouts fire (one pass also runs when a process becomes the maintenance leader)")
 		cmd.Flags().DurationVar(&f.waits.SessionGCInterval, "session-gc-interval", time.Minute, "how often expired session variables are removed")
+		f.retention.register(cmd, true)
 	}
 }
 
@@ -236,6 +238,7 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	cfg.LeaseTTL, cfg.Heartbeat, cfg.PollInterval, cfg.Concurrency = f.leaseTTL, f.heartbeat, f.poll, f.concurrency
 	cfg.SweepInterval = f.sweepEvery
 	cfg.WaitMaintenance = f.waits
+	cfg.Retention = f.retention.config()
 	cfg.Maintenance, cfg.LeaderTTL = f.maintenance, f.leaderTTL
 	cfg.WakeKeys, cfg.WakeKeyFile = keys, keyFile
 	cfg.Limits = limits

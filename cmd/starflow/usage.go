@@ -160,6 +160,9 @@ var flagRanges = map[string]flagRange{
 	"sweep-interval":      positive,
 	"timer-interval":      positive,
 	"session-gc-interval": positive,
+	"retention-interval":  {min: 0, note: "0s turns the retention pass off"},
+	"gc-batch":            atLeastOne,
+	"gc-throttle":         {min: 0, note: "0 leaves no pause between batches"},
 	// Warm tier.
 	"warm-health-warn":     positive,
 	"warm-health-critical": positive,

@@ -177,11 +177,11 @@ func TestCLIGC(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond) // past the short keep_until
 	r := starflowCmd(t, dir, nil, "gc", "--db", "gc.db")
-	if r.code != 0 || strings.TrimSpace(r.stdout) != "gc: removed 1 expired session variable" {
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "gc: removed 1 session variable" {
 		t.Fatalf("gc: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
 	r = starflowCmd(t, dir, nil, "gc", "--db", "gc.db")
-	if r.code != 0 || strings.TrimSpace(r.stdout) != "gc: no expired session variables" {
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "gc: nothing was due" {
 		t.Fatalf("second gc: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -2,9 +2,9 @@
 // store healthy and recover from failures: the lease sweep (LeaseSweep), the
 // durable timer poller (TimerPoller), the notify retrier (NotifyRetrier),
 // the session-variable GC (SessionGC), the stuck watch (StuckWatch: the
-// why-stuck metrics) and the scheduler (Scheduler: definitions'
-// schedules); retention joins them later. A Leader runs them in one
-// process at a time: it campaigns for the maintenance leadership
+// why-stuck metrics), the scheduler (Scheduler: definitions'
+// schedules) and retention (RetentionGC: what is older than the
+// configured ages). A Leader runs them in one process at a time: it campaigns for the maintenance leadership
 // (state.Elector) and starts fresh services for each term it wins,
 // stopping them when the term ends.
 //

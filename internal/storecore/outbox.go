@@ -177,13 +177,19 @@ func (s *Store) PruneOutbox(ctx context.Context, p *state.PruneOutboxParams) (in
 	_, err := s.write(ctx, "PruneOutbox", "", false, func(t *txn) error {
 		t.idle = true // outbox bookkeeping: no hook
 		var err error
-		n, err = t.tx.Exec(ctx, "outbox_prune", -p.OlderThan, limit)
+		n, err = t.pruneOutbox(ctx, p.OlderThan, limit)
 		return err
 	})
 	if err != nil {
 		return 0, s.errorf("prune outbox: %w", err)
 	}
 	return n, nil
+}
+
+// pruneOutbox deletes up to limit rows applied more than olderThan ago
+// (PruneOutbox, and CollectGarbage's outbox kind).
+func (t *txn) pruneOutbox(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
+	return t.tx.Exec(ctx, "outbox_prune", -olderThan, limit)
 }
 
 // OutboxStats implements state.Outbox with a bounded cost: it reads the

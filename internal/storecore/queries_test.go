@@ -19,7 +19,7 @@ import (
 // name, the index of that argument.
 var queryArg = map[string]int{
 	"Exec": 1, "QueryRow": 1, "Query": 1, // Querier, Tx
-	"strings": 1, "mustAffect": 1, "removedVars": 1, "cancelWaits": 1, "drainLease": 1, "definitions": 1,
+	"strings": 1, "mustAffect": 1, "removedVars": 1, "cancelWaits": 1, "drainLease": 1, "definitions": 1, "gcDelete": 1,
 	"queryStrings": 2, "listSteps": 2, "queryWaits": 2, "queryAll": 2, "fenced": 2,
 	"step": 0, // execStepStatements' closure
 }

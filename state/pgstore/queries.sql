@@ -604,8 +604,13 @@ VALUES ($1, $2, $3, $4, $7, $5, $6, $8), ($1, $2, $3, $4, $9, $5, $6, $10)
 RETURNING id, created_at;
 
 -- name: insert_blob
-INSERT INTO workflow_blobs (sha256, size_bytes, data) VALUES ($1, $2, $3)
-ON CONFLICT (sha256) DO NOTHING;
+-- A blob that exists already (shared by content) and is older than a
+-- minute gets written_at, which also locks it until the checkpoint that
+-- references it commits: the orphan collection (gc_orphan_blobs) never
+-- takes it meanwhile (00019_retention.sql).
+INSERT INTO workflow_blobs AS wb (sha256, size_bytes, data) VALUES ($1, $2, $3)
+ON CONFLICT (sha256) DO UPDATE SET written_at = now()
+ WHERE coalesce(wb.written_at, wb.created_at) < now() - interval '1 minute';
 
 -- name: get_blob
 SELECT data FROM workflow_blobs WHERE sha256 = $1;
@@ -1243,9 +1248,10 @@ e AS (
       ORDER BY x.ord
      RETURNING id, created_at),
 b AS (
-     INSERT INTO workflow_blobs (sha256, size_bytes, data)
-     SELECT x.sum, length(x.data), x.data FROM s, unnest($16::text[], $17::bytea[]) AS x(sum, data)
-     ON CONFLICT (sha256) DO NOTHING),
+     INSERT INTO workflow_blobs AS wb (sha256, size_bytes, data)
+     SELECT DISTINCT ON (x.sum) x.sum, length(x.data), x.data FROM s, unnest($16::text[], $17::bytea[]) AS x(sum, data)
+     ON CONFLICT (sha256) DO UPDATE SET written_at = now()
+      WHERE coalesce(wb.written_at, wb.created_at) < now() - interval '1 minute'),
 c AS (
      INSERT INTO workflow_run_checkpoints (run_id, scope_path, step_id, attempt, workspace_id, env,
                                            context_json, outputs_json, context_blob, outputs_blob)
@@ -1290,9 +1296,10 @@ e AS (
        FROM f, s
      RETURNING id, created_at),
 b AS (
-     INSERT INTO workflow_blobs (sha256, size_bytes, data)
-     SELECT x.sum, length(x.data), x.data FROM s, unnest($13::text[], $14::bytea[]) AS x(sum, data)
-     ON CONFLICT (sha256) DO NOTHING),
+     INSERT INTO workflow_blobs AS wb (sha256, size_bytes, data)
+     SELECT DISTINCT ON (x.sum) x.sum, length(x.data), x.data FROM s, unnest($13::text[], $14::bytea[]) AS x(sum, data)
+     ON CONFLICT (sha256) DO UPDATE SET written_at = now()
+      WHERE coalesce(wb.written_at, wb.created_at) < now() - interval '1 minute'),
 c AS (
      INSERT INTO workflow_run_checkpoints (run_id, scope_path, step_id, attempt, workspace_id, env,
                                            context_json, outputs_json, context_blob, outputs_blob)
@@ -1557,3 +1564,141 @@ RETURNING s.workspace_id, s.env, s.workflow_name, s.schedule_index, s.revision, 
 -- name: schedule_last_run
 UPDATE workflow_schedules SET last_run_id = $4::uuid
  WHERE workspace_id = $1 AND workflow_name = $2 AND schedule_index = $3;
+
+-- Retention (state.Retention, issue 16) ------------------------------------
+-- Every statement touches one batch; the runs and rows it takes are locked
+-- with SKIP LOCKED, so a pass never waits on a runner or another pass.
+
+-- name: gc_retention
+-- The retention field of every workflow's current revision that has one.
+SELECT workspace_id, name, (spec_json -> 'retention')::text
+  FROM (SELECT DISTINCT ON (workspace_id, name) workspace_id, name, spec_json
+          FROM workflow_definitions ORDER BY workspace_id, name, applied_at DESC, seq DESC) d
+ WHERE spec_json -> 'retention' IS NOT NULL;
+
+-- name: gc_runs
+-- The next $4 ended runs after the cursor ($1 instant, $2 id) that ended
+-- before now + $3 (the shortest retention) and have no parent: a walk of
+-- idx_workflow_runs_retention. The core decides which of them are due.
+SELECT r.id::text, r.workspace_id, r.workflow_name, r.status, r.dead_lettered,
+       coalesce(r.completed_at, r.updated_at), now()
+  FROM workflow_runs r
+ WHERE r.claim_state IN ('complete', 'failed', 'abandoned')
+   AND coalesce(r.completed_at, r.updated_at) < now() + $3::bigint * interval '1 microsecond'
+   AND (coalesce(r.completed_at, r.updated_at), r.id) > ($1::timestamptz, $2::uuid)
+   AND (r.parent_run_id IS NULL
+        OR NOT EXISTS (SELECT 1 FROM workflow_runs p WHERE p.id = r.parent_run_id))
+ ORDER BY coalesce(r.completed_at, r.updated_at), r.id
+ LIMIT $4
+   FOR UPDATE OF r SKIP LOCKED;
+
+-- name: gc_tree
+-- Every descendant of the runs $1 (parent_run_id, any depth): root, id and
+-- claim_state.
+WITH RECURSIVE tree (root, id) AS (
+       SELECT r, r FROM unnest($1::uuid[]) AS r
+       UNION ALL
+       SELECT t.root, c.id FROM tree t JOIN workflow_runs c ON c.parent_run_id = t.id)
+SELECT t.root::text, t.id::text, r.claim_state
+  FROM tree t JOIN workflow_runs r ON r.id = t.id
+ WHERE t.id <> t.root;
+
+-- name: gc_lock
+-- Of the runs $1, those that ended, locked (the descendants of due runs).
+SELECT id::text FROM workflow_runs
+ WHERE id = ANY ($1::uuid[]) AND claim_state IN ('complete', 'failed', 'abandoned')
+   FOR UPDATE SKIP LOCKED;
+
+-- name: gc_blob_refs
+-- The blobs the checkpoints of the runs $1 reference.
+SELECT DISTINCT x FROM workflow_run_checkpoints c,
+       LATERAL (VALUES (c.context_blob), (c.outputs_blob)) AS v(x)
+ WHERE c.run_id = ANY ($1::uuid[]) AND x IS NOT NULL;
+
+-- name: gc_delete_steps
+DELETE FROM workflow_steps WHERE run_id = ANY ($1::uuid[]);
+
+-- name: gc_delete_events
+DELETE FROM workflow_run_events WHERE run_id = ANY ($1::uuid[]);
+
+-- name: gc_delete_checkpoints
+DELETE FROM workflow_run_checkpoints WHERE run_id = ANY ($1::uuid[]);
+
+-- name: gc_delete_waits
+DELETE FROM workflow_waits WHERE run_id = ANY ($1::uuid[]);
+
+-- name: gc_delete_inbox
+DELETE FROM workflow_wake_inbox WHERE run_id = ANY ($1::uuid[]);
+
+-- name: gc_delete_jobs
+DELETE FROM worker_jobs WHERE run_id = ANY ($1::uuid[]);
+
+-- name: gc_delete_receipts
+DELETE FROM idempotency_receipts WHERE run_id = ANY ($1::uuid[]);
+
+-- name: gc_delete_runs
+DELETE FROM workflow_runs WHERE id = ANY ($1::uuid[]);
+
+-- name: gc_blobs_of
+-- Of the blobs $1, those no checkpoint references any more and untouched
+-- since now + $2 (the grace age). A blob a writer is inserting again is
+-- locked by it (insert_blob) and skipped; one it wrote again meanwhile
+-- fails the age test when the lock is taken.
+DELETE FROM workflow_blobs WHERE sha256 IN (
+       SELECT b.sha256 FROM workflow_blobs b
+        WHERE b.sha256 = ANY ($1::text[])
+          AND coalesce(b.written_at, b.created_at) < now() + $2::bigint * interval '1 microsecond'
+          AND NOT EXISTS (SELECT 1 FROM workflow_run_checkpoints c WHERE c.context_blob = b.sha256)
+          AND NOT EXISTS (SELECT 1 FROM workflow_run_checkpoints c WHERE c.outputs_blob = b.sha256)
+          FOR UPDATE SKIP LOCKED);
+
+-- name: gc_orphan_blobs
+-- gc_blobs_of over the whole table: the next $3 orphan blobs after the
+-- cursor $1, in sha256 order.
+DELETE FROM workflow_blobs WHERE sha256 IN (
+       SELECT b.sha256 FROM workflow_blobs b
+        WHERE b.sha256 > $1
+          AND coalesce(b.written_at, b.created_at) < now() + $2::bigint * interval '1 microsecond'
+          AND NOT EXISTS (SELECT 1 FROM workflow_run_checkpoints c WHERE c.context_blob = b.sha256)
+          AND NOT EXISTS (SELECT 1 FROM workflow_run_checkpoints c WHERE c.outputs_blob = b.sha256)
+        ORDER BY b.sha256
+        LIMIT $3
+          FOR UPDATE SKIP LOCKED)
+RETURNING sha256;
+
+-- name: gc_consumed_waits
+-- The next $4 consumed waits after the cursor ($1 consumed_at, $2 id),
+-- consumed before now + $3, whose step instance no longer reads them: the
+-- run ended, the attempt is not its current one, or the step instance
+-- succeeded. Each of the three stays true once true.
+DELETE FROM workflow_waits WHERE id IN (
+       SELECT w.id FROM workflow_waits w JOIN workflow_runs r ON r.id = w.run_id
+        WHERE w.consumed_at IS NOT NULL AND w.status <> 'pending'
+          AND w.consumed_at < now() + $3::bigint * interval '1 microsecond'
+          AND (w.consumed_at, w.id) > ($1::timestamptz, $2::uuid)
+          AND (r.claim_state IN ('complete', 'failed', 'abandoned') OR w.attempt < r.attempt
+               OR EXISTS (SELECT 1 FROM workflow_steps s
+                           WHERE s.run_id = w.run_id AND s.attempt = w.attempt AND s.scope_path = w.scope_path
+                             AND s.step_id = w.step_id AND s.status = 'succeeded'))
+        ORDER BY w.consumed_at, w.id
+        LIMIT $4
+          FOR UPDATE OF w SKIP LOCKED)
+RETURNING consumed_at, id::text;
+
+-- name: gc_consumed_inbox
+DELETE FROM workflow_wake_inbox WHERE id IN (
+       SELECT id FROM workflow_wake_inbox
+        WHERE consumed_at < now() + $1::bigint * interval '1 microsecond'
+        ORDER BY consumed_at
+        LIMIT $2
+          FOR UPDATE SKIP LOCKED);
+
+-- name: gc_receipts
+-- Expired idempotency receipts; one an enqueue is taking over is locked by
+-- it and skipped.
+DELETE FROM idempotency_receipts WHERE (workspace_id, key) IN (
+       SELECT workspace_id, key FROM idempotency_receipts
+        WHERE expires_at < now()
+        ORDER BY expires_at
+        LIMIT $1
+          FOR UPDATE SKIP LOCKED);

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -121,8 +123,22 @@ func share(t *testing.T, a state.Adapter) state.Adapter {
 	return open(t, s.Schema(), nil)
 }
 
+// backdate is the statetest Backdate.
+func backdate(t *testing.T, a state.Adapter, by time.Duration) {
+	t.Helper()
+	for table, cols := range statetest.BackdateColumns {
+		var set []string
+		for _, c := range cols {
+			set = append(set, fmt.Sprintf("%s = %s - $1::bigint * interval '1 microsecond'", c, c))
+		}
+		if _, err := a.(*pgstore.Store).Pool().Exec(t.Context(), "UPDATE "+table+" SET "+strings.Join(set, ", "), by.Microseconds()); err != nil {
+			t.Fatalf("backdate %s: %v", table, err)
+		}
+	}
+}
+
 func TestConformance(t *testing.T) {
-	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen, Share: share, SetCreatedAt: setCreatedAt})
+	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen, Share: share, SetCreatedAt: setCreatedAt, Backdate: backdate})
 }
 
 // setCreatedAt is the statetest SetCreatedAt.
@@ -142,7 +158,7 @@ func TestConformanceStatements(t *testing.T) {
 		cfg := pgstore.Config{Schema: newSchema(t), Hooks: hooks}
 		pgstore.StatementsOnly(&cfg)
 		return openConfig(t, cfg)
-	}, statetest.Options{SetCreatedAt: setCreatedAt})
+	}, statetest.Options{SetCreatedAt: setCreatedAt, Backdate: backdate})
 }
 
 // TestSchemaIsolation: two stores on two schemas of one database share

@@ -243,8 +243,12 @@ VALUES (?1, ?2, ?3, ?4, ?7, ?5, ?6, ?8), (?1, ?2, ?3, ?4, ?9, ?5, ?6, ?10)
 RETURNING id, created_at;
 
 -- name: insert_blob
+-- A blob that exists already (shared by content) and is older than a
+-- minute gets written_at: the orphan collection counts its grace age from
+-- it (as pgstore's does).
 INSERT INTO workflow_blobs (sha256, size_bytes, data) VALUES (?1, ?2, ?3)
-ON CONFLICT (sha256) DO NOTHING;
+ON CONFLICT (sha256) DO UPDATE SET written_at = now()
+ WHERE coalesce(written_at, created_at) < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-60 seconds');
 
 -- name: get_blob
 SELECT data FROM workflow_blobs WHERE sha256 = ?1;
@@ -1311,3 +1315,130 @@ RETURNING workspace_id, env, workflow_name, schedule_index, revision, coalesce(d
 -- name: schedule_last_run
 UPDATE workflow_schedules SET last_run_id = ?4
  WHERE workspace_id = ?1 AND workflow_name = ?2 AND schedule_index = ?3;
+
+-- Retention (state.Retention, issue 16) ------------------------------------
+-- Every statement touches one batch, in one brief write transaction.
+
+-- name: gc_retention
+-- The retention field of every workflow's current revision that has one.
+SELECT workspace_id, name, json_extract(spec_json, '$.retention')
+  FROM (SELECT workspace_id, name, spec_json,
+               row_number() OVER (PARTITION BY workspace_id, name ORDER BY applied_at DESC, rowid DESC) AS current
+          FROM workflow_definitions)
+ WHERE current = 1 AND json_extract(spec_json, '$.retention') IS NOT NULL;
+
+-- name: gc_runs
+-- The next ?4 ended runs after the cursor (?1 instant, ?2 id) that ended
+-- before now(?3) (the shortest retention) and have no parent: a walk of
+-- idx_workflow_runs_retention. The core decides which of them are due.
+SELECT r.id, r.workspace_id, r.workflow_name, r.status, r.dead_lettered,
+       coalesce(r.completed_at, r.updated_at), now()
+  FROM workflow_runs r INDEXED BY idx_workflow_runs_retention
+ WHERE r.claim_state IN ('complete', 'failed', 'abandoned')
+   AND coalesce(r.completed_at, r.updated_at) < now(?3)
+   AND (coalesce(r.completed_at, r.updated_at), r.id) > (?1, ?2)
+   AND (r.parent_run_id IS NULL
+        OR NOT EXISTS (SELECT 1 FROM workflow_runs p WHERE p.id = r.parent_run_id))
+ ORDER BY coalesce(r.completed_at, r.updated_at), r.id
+ LIMIT ?4;
+
+-- name: gc_tree
+-- Every descendant of the runs ?1 (parent_run_id, any depth): root, id and
+-- claim_state.
+WITH RECURSIVE tree (root, id) AS (
+       SELECT value, value FROM json_each(?1)
+       UNION ALL
+       SELECT t.root, c.id FROM tree t JOIN workflow_runs c ON c.parent_run_id = t.id)
+SELECT t.root, t.id, r.claim_state
+  FROM tree t JOIN workflow_runs r ON r.id = t.id
+ WHERE t.id <> t.root;
+
+-- name: gc_lock
+-- Of the runs ?1, those that ended (the single writer holds them).
+SELECT id FROM workflow_runs
+ WHERE id IN (SELECT value FROM json_each(?1)) AND claim_state IN ('complete', 'failed', 'abandoned');
+
+-- name: gc_blob_refs
+-- The blobs the checkpoints of the runs ?1 reference.
+SELECT context_blob FROM workflow_run_checkpoints
+ WHERE run_id IN (SELECT value FROM json_each(?1)) AND context_blob IS NOT NULL
+UNION
+SELECT outputs_blob FROM workflow_run_checkpoints
+ WHERE run_id IN (SELECT value FROM json_each(?1)) AND outputs_blob IS NOT NULL;
+
+-- name: gc_delete_steps
+DELETE FROM workflow_steps WHERE run_id IN (SELECT value FROM json_each(?1));
+
+-- name: gc_delete_events
+DELETE FROM workflow_run_events WHERE run_id IN (SELECT value FROM json_each(?1));
+
+-- name: gc_delete_checkpoints
+DELETE FROM workflow_run_checkpoints WHERE run_id IN (SELECT value FROM json_each(?1));
+
+-- name: gc_delete_waits
+DELETE FROM workflow_waits WHERE run_id IN (SELECT value FROM json_each(?1));
+
+-- name: gc_delete_inbox
+DELETE FROM workflow_wake_inbox WHERE run_id IN (SELECT value FROM json_each(?1));
+
+-- name: gc_delete_jobs
+DELETE FROM worker_jobs WHERE run_id IN (SELECT value FROM json_each(?1));
+
+-- name: gc_delete_receipts
+DELETE FROM idempotency_receipts WHERE run_id IN (SELECT value FROM json_each(?1));
+
+-- name: gc_delete_runs
+DELETE FROM workflow_runs WHERE id IN (SELECT value FROM json_each(?1));
+
+-- name: gc_blobs_of
+-- Of the blobs ?1, those no checkpoint references any more, untouched
+-- since now(?2) (the grace age). Writes are serial: no checkpoint can be
+-- on its way meanwhile.
+DELETE FROM workflow_blobs
+ WHERE sha256 IN (SELECT value FROM json_each(?1))
+   AND coalesce(written_at, created_at) < now(?2)
+   AND NOT EXISTS (SELECT 1 FROM workflow_run_checkpoints c WHERE c.context_blob = workflow_blobs.sha256)
+   AND NOT EXISTS (SELECT 1 FROM workflow_run_checkpoints c WHERE c.outputs_blob = workflow_blobs.sha256);
+
+-- name: gc_orphan_blobs
+-- gc_blobs_of over the whole table: the next ?3 orphan blobs after the
+-- cursor ?1, in sha256 order.
+DELETE FROM workflow_blobs WHERE sha256 IN (
+       SELECT b.sha256 FROM workflow_blobs b
+        WHERE b.sha256 > ?1
+          AND coalesce(b.written_at, b.created_at) < now(?2)
+          AND NOT EXISTS (SELECT 1 FROM workflow_run_checkpoints c WHERE c.context_blob = b.sha256)
+          AND NOT EXISTS (SELECT 1 FROM workflow_run_checkpoints c WHERE c.outputs_blob = b.sha256)
+        ORDER BY b.sha256
+        LIMIT ?3)
+RETURNING sha256;
+
+-- name: gc_consumed_waits
+-- The next ?4 consumed waits after the cursor (?1 consumed_at, ?2 id),
+-- consumed before now(?3), whose step instance no longer reads them: the
+-- run ended, the attempt is not its current one, or the step instance
+-- succeeded.
+DELETE FROM workflow_waits WHERE id IN (
+       SELECT w.id FROM workflow_waits w JOIN workflow_runs r ON r.id = w.run_id
+        WHERE w.consumed_at IS NOT NULL AND w.status <> 'pending'
+          AND w.consumed_at < now(?3)
+          AND (w.consumed_at, w.id) > (?1, ?2)
+          AND (r.claim_state IN ('complete', 'failed', 'abandoned') OR w.attempt < r.attempt
+               OR EXISTS (SELECT 1 FROM workflow_steps s
+                           WHERE s.run_id = w.run_id AND s.attempt = w.attempt AND s.scope_path = w.scope_path
+                             AND s.step_id = w.step_id AND s.status = 'succeeded'))
+        ORDER BY w.consumed_at, w.id
+        LIMIT ?4)
+RETURNING consumed_at, id;
+
+-- name: gc_consumed_inbox
+DELETE FROM workflow_wake_inbox WHERE id IN (
+       SELECT id FROM workflow_wake_inbox
+        WHERE consumed_at IS NOT NULL AND consumed_at < now(?1)
+        ORDER BY consumed_at
+        LIMIT ?2);
+
+-- name: gc_receipts
+-- Expired idempotency receipts.
+DELETE FROM idempotency_receipts WHERE rowid IN (
+       SELECT rowid FROM idempotency_receipts WHERE expires_at < now() ORDER BY expires_at LIMIT ?1);

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,8 +86,23 @@ func setCreatedAt(t *testing.T, a state.Adapter, at time.Time, ids ...string) {
 	}
 }
 
+// backdate is the statetest Backdate.
+func backdate(t *testing.T, a state.Adapter, by time.Duration) {
+	t.Helper()
+	db := a.(interface{ DB() *sql.DB }).DB()
+	for table, cols := range statetest.BackdateColumns {
+		var set []string
+		for _, c := range cols {
+			set = append(set, fmt.Sprintf("%s = strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', %s, '-%.3f seconds')", c, c, by.Seconds()))
+		}
+		if _, err := db.ExecContext(t.Context(), "UPDATE "+table+" SET "+strings.Join(set, ", ")); err != nil {
+			t.Fatalf("backdate %s: %v", table, err)
+		}
+	}
+}
+
 func TestConformance(t *testing.T) {
-	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen, Share: share, SetCreatedAt: setCreatedAt})
+	statetest.RunOpener(t, openFresh, statetest.Options{Reopen: reopen, Share: share, SetCreatedAt: setCreatedAt, Backdate: backdate})
 }
 
 // TestReopenKeepsCommittedWrites closes the store mid-run and opens the

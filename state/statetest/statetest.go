@@ -39,6 +39,11 @@ type Options struct {
 	// one transaction with its start). The listing cases then page
 	// through runs that share a created_at; without it they are skipped.
 	SetCreatedAt func(t *testing.T, a state.Adapter, at time.Time, ids ...string)
+	// Backdate, when set, moves every BackdateColumns column of every row
+	// of a (which an Opener returned) back by `by` (NULL stays NULL), as
+	// if all of it had happened that much earlier. The retention cases
+	// then age rows around the thresholds; without it they are skipped.
+	Backdate func(t *testing.T, a state.Adapter, by time.Duration)
 }
 
 // Run runs the conformance suite against the adapters open returns (one
@@ -94,6 +99,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("Jobs", s.testJobs)
 	t.Run("Webhooks", s.testWebhooks)
 	t.Run("Schedules", s.testSchedules)
+	t.Run("Retention", s.testRetention)
 }
 
 // suite carries the opener to every case.
