@@ -1,0 +1,122 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/starflow/starflow/internal/engine"
+	"github.com/starflow/starflow/starflowtype"
+)
+
+// Metrics are the runner's Prometheus metrics: claims (each claimed
+// run's queue wait, each claim statement's duration), lease refreshes and
+// lease losses. Config.Metrics; the root package registers Collectors on
+// the engine's registry. A nil *Metrics records nothing.
+type Metrics struct {
+	claimWait     *prometheus.HistogramVec
+	claimDuration *prometheus.HistogramVec
+	refreshes     *prometheus.CounterVec
+	losses        *prometheus.CounterVec
+}
+
+// ClaimWaitBuckets are the upper bounds, in seconds, of
+// starflow_claim_wait_seconds: 10 ms to an hour.
+var ClaimWaitBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+
+// ClaimDurationBuckets are the upper bounds, in seconds, of
+// starflow_claim_duration_seconds: 0.5 ms to 5 s.
+var ClaimDurationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5}
+
+// Labels of starflow_lease_losses_total{reason}.
+const (
+	LossRefused      = "refused"       // a heartbeat was told the lease is no longer this runner's
+	LossExpired      = "expired"       // no heartbeat got through within 0.9 × TTL: the runner gave the run up
+	LossWriteRefused = "write_refused" // a fenced write of the run matched no row (another runner holds it)
+	LossWriteFailed  = "write_failed"  // a write of the run failed otherwise: the run is left to the sweep
+)
+
+// NewMetrics returns the runner's metrics, not registered.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		claimWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "starflow_claim_wait_seconds",
+			Help:    "Queue wait of each run this process's runner claimed: from its available_at (enqueue, retry backoff's end, wake, release) to its claim, on the database clock, by runner pool (\"\" = no pool).",
+			Buckets: ClaimWaitBuckets}, []string{"pool"}),
+		claimDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "starflow_claim_duration_seconds",
+			Help:    "Duration of each claim statement of this process's runner, by result (claimed: it claimed runs, empty: nothing claimable, error).",
+			Buckets: ClaimDurationBuckets}, []string{"result"}),
+		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "starflow_lease_refreshes_total",
+			Help: "Lease refreshes (heartbeats) of runs in flight, by result (ok, failed: retried until the lease would expire, lost: the store says another runner holds it)."},
+			[]string{"result"}),
+		losses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "starflow_lease_losses_total",
+			Help: "Run executions this process's runner abandoned because it lost (or could no longer prove) the lease, by reason (refused, expired, write_refused, write_failed)."},
+			[]string{"reason"}),
+	}
+}
+
+// Collectors are the metrics to register.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.claimWait, m.claimDuration, m.refreshes, m.losses}
+}
+
+// claimed records one claim statement that took took, and the queue wait
+// of each run it claimed: its claim time (lease_until − ttl, database
+// clock) − its available_at.
+func (m *Metrics) claimed(runs []*starflowtype.Run, err error, took, ttl time.Duration) {
+	if m == nil {
+		return
+	}
+	result := "claimed"
+	switch {
+	case err != nil:
+		result = "error"
+	case len(runs) == 0:
+		result = "empty"
+	}
+	m.claimDuration.WithLabelValues(result).Observe(took.Seconds())
+	for _, r := range runs {
+		if r.LeaseUntil.IsZero() || r.AvailableAt.IsZero() {
+			continue
+		}
+		m.claimWait.WithLabelValues(r.RunnerPool).Observe(max(r.LeaseUntil.Add(-ttl).Sub(r.AvailableAt).Seconds(), 0))
+	}
+}
+
+// refreshed records one lease refresh's result (ctx: the run's; a
+// refresh cut off because the run ended is not counted).
+func (m *Metrics) refreshed(ctx context.Context, err error) {
+	if m == nil || (err != nil && ctx.Err() != nil && !errors.Is(err, starflowtype.ErrLeaseLost)) {
+		return
+	}
+	result := "ok"
+	switch {
+	case errors.Is(err, starflowtype.ErrLeaseLost):
+		result = "lost"
+		m.losses.WithLabelValues(LossRefused).Inc()
+	case err != nil:
+		result = "failed"
+	}
+	m.refreshes.WithLabelValues(result).Inc()
+}
+
+// expired records a run given up because no refresh got through in time.
+func (m *Metrics) expired() {
+	if m != nil {
+		m.losses.WithLabelValues(LossExpired).Inc()
+	}
+}
+
+// executed records an execution that ended with a lost lease the
+// heartbeat did not already count (ctx's cause is the heartbeat's).
+func (m *Metrics) executed(ctx context.Context, outcome engine.Outcome, err error) {
+	if m == nil || outcome != engine.OutcomeLeaseLost || errors.Is(context.Cause(ctx), starflowtype.ErrLeaseLost) {
+		return
+	}
+	reason := LossWriteFailed
+	if errors.Is(err, starflowtype.ErrLeaseLost) {
+		reason = LossWriteRefused
+	}
+	m.losses.WithLabelValues(reason).Inc()
+}
