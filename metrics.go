@@ -62,8 +62,19 @@ func newMetrics(reg *prometheus.Registry, cold state.Adapter) *metrics {
 	reg.MustRegister(m.engine.Collectors()...)
 	reg.MustRegister(m.runner.Collectors()...)
 	reg.MustRegister(m.wakes, m.sweepPasses, m.sweepRecoveries, m.queue)
+	// The fixed label values are present at 0, so rate() and alerts see
+	// them before the first event.
 	for _, o := range []string{SweepRequeued, SweepHeld, SweepDeadLettered} {
-		m.sweepRecoveries.WithLabelValues(o) // present at 0
+		m.sweepRecoveries.WithLabelValues(o)
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.sweepPasses.WithLabelValues(r)
+	}
+	for _, o := range []string{WakeWoken, WakeInvalidToken, WakeUnknownToken, WakeClosed, WakeBadPayload} {
+		m.wakes.WithLabelValues("token", o)
+	}
+	for _, o := range []string{WakeWoken, WakeHeld, WakeUnknownRun, WakeRunEnded, WakeBadPayload} {
+		m.wakes.WithLabelValues("signal", o)
 	}
 	if cm, ok := cold.(state.CommitMetrics); ok {
 		reg.MustRegister(newCommitCollector(cm))

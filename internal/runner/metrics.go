@@ -40,7 +40,7 @@ const (
 
 // NewMetrics returns the runner's metrics, not registered.
 func NewMetrics() *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		claimWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "starflow_claim_wait_seconds",
 			Help:    "Queue wait of each run this process's runner claimed: from its available_at (enqueue, retry backoff's end, wake, release) to its claim, on the database clock, by runner pool (\"\" = no pool).",
 			Buckets: ClaimWaitBuckets}, []string{"pool"}),
@@ -54,6 +54,15 @@ func NewMetrics() *Metrics {
 			Help: "Run executions this process's runner abandoned because it lost (or could no longer prove) the lease, by reason (refused, expired, write_refused, write_failed)."},
 			[]string{"reason"}),
 	}
+	// The fixed label values are present at 0, so rate() and alerts see
+	// them before the first event.
+	for _, r := range []string{"ok", "failed", "lost"} {
+		m.refreshes.WithLabelValues(r)
+	}
+	for _, r := range []string{LossRefused, LossExpired, LossWriteRefused, LossWriteFailed} {
+		m.losses.WithLabelValues(r)
+	}
+	return m
 }
 
 // Collectors are the metrics to register.
