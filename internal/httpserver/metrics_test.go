@@ -491,5 +491,3 @@ func getStatus(t *testing.T, url string) int {
 	_, _ = io.Copy(io.Discard, res.Body)
 	return res.StatusCode
 }
-
-

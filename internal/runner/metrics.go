@@ -94,7 +94,9 @@ func (m *Metrics) claimed(runs []*starflowtype.Run, err error, took, ttl time.Du
 }
 
 // refreshed records one lease refresh's result (ctx: the run's; a
-// refresh cut off because the run ended is not counted).
+// refresh cut off because the run ended is not counted). A refresh that
+// raced the run's own end (which cleared the lease) reads lost too; lease
+// losses are counted by executed, from the execution's outcome.
 func (m *Metrics) refreshed(ctx context.Context, err error) {
 	if m == nil || (err != nil && ctx.Err() != nil && !errors.Is(err, starflowtype.ErrLeaseLost)) {
 		return
@@ -103,28 +105,30 @@ func (m *Metrics) refreshed(ctx context.Context, err error) {
 	switch {
 	case errors.Is(err, starflowtype.ErrLeaseLost):
 		result = "lost"
-		m.losses.WithLabelValues(LossRefused).Inc()
 	case err != nil:
 		result = "failed"
 	}
 	m.refreshes.WithLabelValues(result).Inc()
 }
 
-// expired records a run given up because no refresh got through in time.
-func (m *Metrics) expired() {
-	if m != nil {
-		m.losses.WithLabelValues(LossExpired).Inc()
-	}
-}
-
-// executed records an execution that ended with a lost lease the
-// heartbeat did not already count (ctx's cause is the heartbeat's).
+// executed records an execution that ended with a lost lease, once, by
+// reason: the heartbeat cancels the run with exactly
+// starflowtype.ErrLeaseLost when the store refused a refresh, and with an
+// error wrapping it when no refresh got through in time; otherwise a
+// write of the run was refused (fenced) or failed. An execution that
+// ended otherwise lost nothing, even if a refresh raced its end.
 func (m *Metrics) executed(ctx context.Context, outcome engine.Outcome, err error) {
-	if m == nil || outcome != engine.OutcomeLeaseLost || errors.Is(context.Cause(ctx), starflowtype.ErrLeaseLost) {
+	if m == nil || outcome != engine.OutcomeLeaseLost {
 		return
 	}
+	cause := context.Cause(ctx)
 	reason := LossWriteFailed
-	if errors.Is(err, starflowtype.ErrLeaseLost) {
+	switch {
+	case cause == starflowtype.ErrLeaseLost: //nolint:errorlint // the heartbeat's own value, not a wrapped one
+		reason = LossRefused
+	case errors.Is(cause, starflowtype.ErrLeaseLost):
+		reason = LossExpired
+	case errors.Is(err, starflowtype.ErrLeaseLost):
 		reason = LossWriteRefused
 	}
 	m.losses.WithLabelValues(reason).Inc()

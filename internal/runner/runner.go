@@ -436,7 +436,6 @@ func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 	retry := min(r.cfg.Heartbeat, ttl/selfStopMarginFraction)
 	expired := func() {
 		log.Warn("lease not renewed in time; stopping run before it expires", "lease_ttl", ttl)
-		r.cfg.Metrics.expired()
 		cancel(fmt.Errorf("lease not renewed within %s: %w", hold, starflowtype.ErrLeaseLost))
 	}
 	deadline := validFrom.Add(hold)
