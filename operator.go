@@ -122,7 +122,7 @@ func (e *Engine) Retrigger(ctx context.Context, runID string) (*starflowtype.Run
 // flight finishes) and is then marked cancelled. Errors: ErrConflict (the
 // run already ended), ErrNotFound.
 func (e *Engine) Cancel(ctx context.Context, runID string) (*starflowtype.Run, error) {
-	return e.store.CancelRun(ctx, &state.CancelRunParams{WorkspaceID: e.workspace(ctx), RunID: runID})
+	return e.countCancel(e.store.CancelRun(ctx, &state.CancelRunParams{WorkspaceID: e.workspace(ctx), RunID: runID}))
 }
 
 func shortRev(r string) string {

@@ -206,6 +206,7 @@ type Engine struct {
 	sweep    *maintenance.LeaseSweep // for Sweep; the leader runs its own
 	leader   *maintenance.Leader     // started with Maintenance
 	stuck    *stuckMetrics           // the leader's stuck tally, exported
+	metrics  *metrics                // runs, steps, claims, leases, wakes, sweeps, queues, commits (metrics.go)
 	warm     warm.Store
 	tier     *warmTier // nil without a warm store
 	sweeps   sweepLog  // what this process's sweeps did (Sweeps)
@@ -281,14 +282,14 @@ func New(cfg Config) (*Engine, error) {
 	if h := cfg.WaitHook; h != nil {
 		hook = func(point string, k state.StepKey) { h(point, k.RunID, k.ScopePath, k.StepID) }
 	}
-	e := &Engine{cfg: cfg, store: store, warm: cfg.Warm, tier: tier, registry: reg, changed: make(chan struct{})}
+	e := &Engine{cfg: cfg, store: store, warm: cfg.Warm, tier: tier, registry: reg, changed: make(chan struct{}), metrics: newMetrics(tier.reg, cfg.Store)}
 	eng, err := engine.New(engine.Config{
 		Progress: tier.progressFunc(),
 		Store:    store, Registry: reg, Expr: exprEnv, HTTPClient: cfg.HTTPClient, Egress: cfg.egressPolicy(),
 		Secrets: cfg.Secrets, Env: env, Logger: cfg.Logger, StepTimeout: cfg.StepTimeout,
 		RunRetryMin: cfg.RunRetryMin, RunRetryMax: cfg.RunRetryMax,
 		WakeKeys: keys, WakeKeyFile: keyFile, EphemeralWakeKey: ephemeral, WakeURL: cfg.WakeURL, WaitHook: hook, Limits: cfg.Limits,
-		OnEnqueue: func() { e.runner.Notify() },
+		OnEnqueue: func() { e.runner.Notify() }, Metrics: e.metrics.engine,
 	})
 	if err != nil {
 		return nil, err
@@ -297,7 +298,7 @@ func New(cfg Config) (*Engine, error) {
 	e.runner, err = runner.New(store, eng, runner.Config{
 		ID: cfg.RunnerID, Pools: cfg.Pools, Workspace: claimWorkspace(cfg), OnlyRun: cfg.OnlyRun, LeaseTTL: cfg.LeaseTTL,
 		Heartbeat: cfg.Heartbeat, PollInterval: cfg.PollInterval, Concurrency: cfg.Concurrency,
-		Logger: cfg.Logger, OnFinish: func(_ string, o engine.Outcome) { tier.finished(o); e.broadcast() },
+		Logger: cfg.Logger, OnFinish: func(_ string, o engine.Outcome) { tier.finished(o); e.broadcast() }, Metrics: e.metrics.runner,
 	})
 	if err != nil {
 		return nil, err
@@ -342,7 +343,7 @@ func (e *Engine) LoadWakeKeys(ctx context.Context) error {
 func (e *Engine) newLeaseSweep() *maintenance.LeaseSweep {
 	return maintenance.NewLeaseSweep(e.store, maintenance.SweepConfig{
 		Interval: e.cfg.SweepInterval, RetryMin: e.cfg.RunRetryMin, RetryMax: e.cfg.RunRetryMax,
-		Logger: e.cfg.Logger, OnRequeue: e.runner.Notify, OnPass: e.sweeps.record,
+		Logger: e.cfg.Logger, OnRequeue: e.runner.Notify, OnPass: e.sweepPassed,
 	})
 }
 
@@ -365,7 +366,8 @@ func (e *Engine) maintenanceServices() ([]maintenance.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	services := append([]maintenance.Service{sweep, w.timers, w.notify, w.gc, stuck, jobs, sched}, e.retentionServices()...)
+	queue := maintenance.NewQueueWatch(e.store, maintenance.QueueWatchConfig{Interval: e.cfg.StuckInterval, OnPass: e.metrics.queue.set, Logger: e.cfg.Logger})
+	services := append([]maintenance.Service{sweep, w.timers, w.notify, w.gc, stuck, jobs, sched, queue}, e.retentionServices()...)
 	if hs := e.tier.hashSweep(); hs != nil {
 		services = append(services, hs)
 	}

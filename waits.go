@@ -32,7 +32,7 @@ import (
 // *workflow.LimitError for a payload over Config.Limits.PayloadBytes
 // (both checked first, so the token stays usable).
 func (e *Engine) Wake(ctx context.Context, token string, payload json.RawMessage) (*starflowtype.Wait, error) {
-	return e.wake(ctx, "", token, payload)
+	return e.countWake(e.wake(ctx, "", token, payload))
 }
 
 // WakeRun is Wake for a caller that addresses the run too (an API route
@@ -42,7 +42,7 @@ func (e *Engine) WakeRun(ctx context.Context, runID, token string, payload json.
 	if runID == "" {
 		return nil, errors.New("wake: run id is empty")
 	}
-	return e.wake(ctx, runID, token, payload)
+	return e.countWake(e.wake(ctx, runID, token, payload))
 }
 
 func (e *Engine) wake(ctx context.Context, runID, token string, payload json.RawMessage) (*starflowtype.Wait, error) {
@@ -85,7 +85,7 @@ func (e *Engine) Signal(ctx context.Context, runID, name string, payload json.Ra
 	if runID == "" || name == "" {
 		return nil, errors.New("signal: run id and signal name are required")
 	}
-	return e.signal(ctx, &state.SignalParams{RunID: runID, Signal: name}, payload)
+	return e.countSignal(e.signal(ctx, &state.SignalParams{RunID: runID, Signal: name}, payload))
 }
 
 // SignalKey delivers the signal name to whichever run waits for it with
@@ -96,7 +96,7 @@ func (e *Engine) SignalKey(ctx context.Context, name, correlationKey string, pay
 	if name == "" || correlationKey == "" {
 		return nil, errors.New("signal: signal name and correlation key are required")
 	}
-	return e.signal(ctx, &state.SignalParams{Signal: name, CorrelationKey: correlationKey}, payload)
+	return e.countSignal(e.signal(ctx, &state.SignalParams{Signal: name, CorrelationKey: correlationKey}, payload))
 }
 
 func (e *Engine) signal(ctx context.Context, p *state.SignalParams, payload json.RawMessage) (*state.SignalResult, error) {

@@ -307,6 +307,10 @@ func (*openOutboxStore) Close() error { return nil }
 // Config.Warm is set, the runner's starflow_runs_finished_total{outcome}
 // and starflow_runner_runs_held, starflow_maintenance_leader, and — from
 // the maintenance leader only — the watchdog's starflow_runs_stuck{reason}
-// and starflow_runs_stuck_age_seconds{reason} (see Engine.Stuck). Serve it with promhttp.HandlerFor, or
-// register more collectors on it.
+// and starflow_runs_stuck_age_seconds{reason} (see Engine.Stuck), and the
+// metrics of metrics.go: runs started and ended, run and step retries,
+// step tries and durations, claims, lease refreshes and losses, sweeps,
+// wakes, the leader's queue depths and the store's group commits
+// (docs/operations.md, "Metrics", lists them all). Serve it with
+// promhttp.HandlerFor, or register more collectors on it.
 func (e *Engine) Metrics() *prometheus.Registry { return e.tier.reg }

@@ -42,6 +42,11 @@ type Watchdog interface {
 	// workspace and pool (to tell runs no runner serves from runs that
 	// wait their turn); the others are totals.
 	StuckCounts(ctx context.Context, p *StuckCountsParams) ([]*StuckCount, error)
+	// QueueDepths counts the claimable runs (claim_state queued,
+	// available_at passed) by runner pool, with the age of the oldest
+	// (one aggregate statement over the claim index; database clock).
+	// Pools with no claimable run are absent; the order is unspecified.
+	QueueDepths(ctx context.Context, p *QueueDepthsParams) ([]*QueueDepth, error)
 }
 
 // RunnerForget is how long after its expiry a runner's row is kept
@@ -189,4 +194,21 @@ func ClassReason(class string) starflowtype.StuckReason {
 		return r
 	}
 	return ""
+}
+
+// QueueDepthsParams filter QueueDepths.
+type QueueDepthsParams struct {
+	// WorkspaceID limits the count to one workspace; "" = every
+	// workspace (the runs of one pool in every workspace counted together).
+	WorkspaceID string
+}
+
+// QueueDepth is the claimable runs of one runner pool: how many, and how
+// long the oldest of them has been claimable.
+type QueueDepth struct {
+	Pool  string // "" = runs with no pool (any runner may claim them)
+	Count int64
+	// OldestAgeSeconds is now − the oldest run's available_at, in
+	// seconds (database clock; never negative).
+	OldestAgeSeconds float64
 }

@@ -243,7 +243,7 @@ func (l *listener) serve(eng *starflow.Engine, log *slog.Logger) error {
 	// The engine's metrics, and the Go runtime's and the process's.
 	proc := prometheus.NewRegistry()
 	proc.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	hc := l.listen.handlerConfig(httpserver.Config{Backend: eng, Gatherer: prometheus.Gatherers{eng.Metrics(), proc}, Logger: log,
+	hc := l.listen.handlerConfig(httpserver.Config{Backend: eng, Gatherer: prometheus.Gatherers{eng.Metrics(), proc}, Registerer: eng.Metrics(), Logger: log,
 		MaxWakeBody: eng.Limits().PayloadBytes})
 	if a := l.api; a != nil {
 		hc.API = &httpserver.APIConfig{Engine: eng, LeaseTTL: l.leaseTTL, MetricsPublic: a.metricsPublic, Insecure: l.insecure,

@@ -17,6 +17,6 @@
 // calls Engine.Execute with a context that is cancelled (with a cause) when
 // the lease is lost or the runner stops.
 //
-// Import rule: imports state, starflowtype, step, workflow and internal
-// packages; never a concrete store.
+// Import rule: imports state, starflowtype, step, workflow, internal
+// packages and the Prometheus client (metrics.go); never a concrete store.
 package engine

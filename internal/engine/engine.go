@@ -154,6 +154,9 @@ type Config struct {
 	// input, and bounds the items of one for_each in flight. Zero fields
 	// take their defaults (workflow.Limits).
 	Limits workflow.Limits
+	// Metrics receives runs started and ended, run retries, step tries,
+	// retries and durations (see Metrics). Default nil: none.
+	Metrics *Metrics
 }
 
 // WakeTokenTTLDefault is the validity of the token of a wait without a

@@ -72,7 +72,7 @@ type runState struct {
 // (a lost lease) stops writing at once.
 func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starflowtype.Lease) (Outcome, error) {
 	log := e.cfg.Logger.With("run_id", run.ID, "workflow", run.WorkflowName, "attempt", run.Attempt)
-	led := &ledger{store: e.cfg.Store, runID: run.ID, attempt: run.Attempt, lease: lease}
+	led := &ledger{store: e.cfg.Store, runID: run.ID, attempt: run.Attempt, lease: lease, obs: e.cfg.Metrics.executing(run)}
 	// phase starts as stored: a phase change that did not reach the store
 	// (a stop between a step's completion and its phase event) is
 	// recorded after the next step.

@@ -23,6 +23,7 @@ type ledger struct {
 	attempt int
 	lease   starflowtype.Lease
 	red     *redact.Redactor
+	obs     *runMeter // metrics (nil: none)
 
 	mu      sync.Mutex
 	written map[string]bool // step instances this execution wrote a row of, by scope + "\x00" + step id
@@ -67,11 +68,11 @@ func (l *ledger) json(v any) (json.RawMessage, error) {
 }
 
 func (l *ledger) nodeStart(ctx context.Context, scope, stepID, kind string, try int) error {
-	return l.store.OnNodeStart(ctx, &state.NodeStartParams{StepKey: l.key(scope, stepID), Lease: l.lease, Kind: kind, Try: try})
+	return l.obs.tried(kind, l.store.OnNodeStart(ctx, &state.NodeStartParams{StepKey: l.key(scope, stepID), Lease: l.lease, Kind: kind, Try: try}))
 }
 
 func (l *ledger) nodeRetry(ctx context.Context, scope, stepID string, try int, err error, backoff time.Duration) error {
-	return l.store.OnNodeRetry(ctx, &state.NodeRetryParams{StepKey: l.key(scope, stepID), Lease: l.lease, Try: try, Error: l.red.Error(err), Backoff: backoff})
+	return l.obs.retried(scope, stepID, l.store.OnNodeRetry(ctx, &state.NodeRetryParams{StepKey: l.key(scope, stepID), Lease: l.lease, Try: try, Error: l.red.Error(err), Backoff: backoff}))
 }
 
 func (l *ledger) nodeComplete(ctx context.Context, scope, stepID, kind string, try int, withStart bool, output any, delta map[string]any) error {
@@ -92,15 +93,15 @@ func (l *ledger) nodeComplete(ctx context.Context, scope, stepID, kind string, t
 	if err := checkReserved("context", d); err != nil {
 		return err
 	}
-	return l.store.OnNodeComplete(ctx, &state.NodeCompleteParams{StepKey: l.key(scope, stepID), Lease: l.lease, Try: try,
-		Output: out, Context: d, WithStart: withStart, Kind: kind})
+	return l.obs.ended(scope, stepID, kind, string(starflowtype.StepSucceeded), withStart, l.store.OnNodeComplete(ctx, &state.NodeCompleteParams{StepKey: l.key(scope, stepID), Lease: l.lease, Try: try,
+		Output: out, Context: d, WithStart: withStart, Kind: kind}))
 }
 
 // nodeError records a step instance's terminal failure; cancelled records
 // it cancelled instead (a lane that lost its race).
 func (l *ledger) nodeError(ctx context.Context, scope, stepID, kind string, try int, err error, cancelled bool) error {
-	return l.store.OnNodeError(ctx, &state.NodeErrorParams{StepKey: l.key(scope, stepID), Lease: l.lease, Kind: kind, Try: try,
-		Error: l.red.Error(err), Cancelled: cancelled})
+	return l.obs.ended(scope, stepID, kind, stepStatus(cancelled), false, l.store.OnNodeError(ctx, &state.NodeErrorParams{StepKey: l.key(scope, stepID), Lease: l.lease, Kind: kind, Try: try,
+		Error: l.red.Error(err), Cancelled: cancelled}))
 }
 
 func (l *ledger) nodeSkipped(ctx context.Context, scope, stepID, kind, reason string) error {
@@ -116,7 +117,7 @@ func (l *ledger) runComplete(ctx context.Context, output any) (*starflowtype.Run
 	if err != nil {
 		return nil, err
 	}
-	return l.store.OnRunComplete(ctx, &state.RunCompleteParams{RunID: l.runID, Lease: l.lease, Output: out})
+	return l.obs.run(l.store.OnRunComplete(ctx, &state.RunCompleteParams{RunID: l.runID, Lease: l.lease, Output: out}))
 }
 
 // runError records a failed attempt: its message, its typed error
@@ -126,12 +127,12 @@ func (l *ledger) runError(ctx context.Context, err error, info *starflowtype.Err
 	if info != nil {
 		detail, _ = l.red.JSON(infoMap(info)) // plain values: the redactor walks maps, not structs
 	}
-	return l.store.OnRunError(ctx, &state.RunErrorParams{RunID: l.runID, Lease: l.lease, Error: l.red.Error(err), ErrorJSON: detail,
-		Retry: retry, Backoff: backoff})
+	return l.obs.run(l.store.OnRunError(ctx, &state.RunErrorParams{RunID: l.runID, Lease: l.lease, Error: l.red.Error(err), ErrorJSON: detail,
+		Retry: retry, Backoff: backoff}))
 }
 
 func (l *ledger) runCancelled(ctx context.Context) (*starflowtype.Run, error) {
-	return l.store.OnRunCancelled(ctx, &state.RunCancelledParams{RunID: l.runID, Lease: l.lease})
+	return l.obs.run(l.store.OnRunCancelled(ctx, &state.RunCancelledParams{RunID: l.runID, Lease: l.lease}))
 }
 
 func (l *ledger) release(ctx context.Context) error {

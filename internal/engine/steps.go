@@ -158,6 +158,7 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 	if cp, ok := rs.restored[scope+"\x00"+s.ID]; ok {
 		return rs.restore(f, s, cp)
 	}
+	rs.led.obs.begin(scope, s.ID, kind) // its duration runs from here (metrics.go)
 	if s.When != nil {
 		ok, err := rs.evalBool(ctx, f, "when", s.When)
 		if err != nil {

@@ -53,6 +53,11 @@ type Config struct {
 	// Gatherer is exposed on /metrics. Default: an empty registry (the
 	// endpoint still answers).
 	Gatherer prometheus.Gatherer
+	// Registerer, when set, gets the listener's own metrics:
+	// starflow_http_requests_total{route, code} and
+	// starflow_http_request_duration_seconds{route} (route: the route
+	// pattern, never the raw path). Default nil: none.
+	Registerer prometheus.Registerer
 	// Timeout bounds one health or live read. Default 5 s.
 	Timeout time.Duration
 	// Logger. Default slog.Default().
@@ -177,6 +182,10 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	h := &handler{cfg: cfg}
 	mux := http.NewServeMux()
+	hm, err := newHTTPMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	var apiSrv *apiServer
 	if cfg.API != nil {
 		var err error
@@ -216,7 +225,7 @@ func New(cfg Config) (http.Handler, error) {
 		problem(w, http.StatusNotFound, "not found", fmt.Sprintf("no route %s %s (routes: %s)", r.Method, r.URL.Path, routes))
 	})
 	if apiSrv == nil {
-		return mux, nil
+		return hm.wrap(mux, mux), nil
 	}
 	// Cross-site requests (a page in a browser, e.g. while no key exists
 	// and every loopback caller is an admin) that change anything are
@@ -230,7 +239,7 @@ func New(cfg Config) (http.Handler, error) {
 		problem(w, http.StatusForbidden, "cross-origin request refused",
 			"a browser sent this request from another site (Sec-Fetch-Site or Origin); the API takes no cross-origin requests that change state")
 	}))
-	return &stoppable{Handler: csrf.Handler(apiSrv.authenticate(mux)), stop: apiSrv.stop}, nil
+	return &stoppable{Handler: hm.wrap(mux, csrf.Handler(apiSrv.authenticate(mux))), stop: apiSrv.stop}, nil
 }
 
 // stoppable is a handler with long-lived responses (live streams) that

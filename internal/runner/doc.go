@@ -6,6 +6,6 @@
 // dev` and `starflow worker`: there is no other path by which a run
 // executes.
 //
-// Import rule: imports state, starflowtype and internal/engine; never a
-// concrete store.
+// Import rule: imports state, starflowtype, internal/engine and the
+// Prometheus client (metrics.go); never a concrete store.
 package runner

@@ -70,6 +70,9 @@ type Config struct {
 	// OnFinish, when set, is called after each run execution ends (any
 	// outcome). Used to wake waiters in-process.
 	OnFinish func(runID string, outcome engine.Outcome)
+	// Metrics receives claims, lease refreshes and lease losses (see
+	// Metrics). Default nil: none.
+	Metrics *Metrics
 }
 
 // WithDefaults fills zero fields.
@@ -346,6 +349,7 @@ func (r *Runner) loop(ctx context.Context) {
 		runs, err := r.store.ClaimRuns(cctx, &state.ClaimRunParams{RunnerID: r.cfg.ID, Pools: r.cfg.Pools, LeaseTTL: r.cfg.LeaseTTL,
 			WorkspaceID: r.cfg.Workspace, RunID: r.cfg.OnlyRun, WithDescendants: true, Limit: free, Start: true})
 		ccancel()
+		r.cfg.Metrics.claimed(runs, err, time.Since(claimStart), r.cfg.LeaseTTL)
 		for range free - len(runs) {
 			<-slots
 		}
@@ -404,6 +408,7 @@ func (r *Runner) execute(ctx context.Context, cancel context.CancelCauseFunc, ru
 		r.heartbeat(ctx, cancel, run.ID, lease, claimStart, log)
 	}()
 	outcome, err := r.engine.Execute(ctx, started, lease)
+	r.cfg.Metrics.executed(ctx, outcome, err)
 	cancel(nil)
 	<-hbDone
 	if err != nil {
@@ -448,6 +453,7 @@ func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 		hctx, hcancel := context.WithTimeout(ctx, ttl/heartbeatTimeoutFraction)
 		_, err := r.store.RefreshLease(hctx, &state.RefreshLeaseParams{RunID: runID, Lease: lease, LeaseTTL: ttl})
 		hcancel()
+		r.cfg.Metrics.refreshed(ctx, err)
 		switch {
 		case err == nil:
 			if !expiry.Stop() {

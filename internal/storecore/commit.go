@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/starflow/starflow/internal/faultpoint"
 	"github.com/starflow/starflow/starflowtype"
@@ -65,6 +66,7 @@ type committer struct {
 	// batches and writes count what the committer committed (or tried
 	// to): GroupCommitStats.
 	batches, writes atomic.Int64
+	stats           commitStats // batch sizes and durations (state.CommitMetrics)
 	mu              sync.Mutex
 	queue           []*job
 	wake            chan struct{}
@@ -74,7 +76,7 @@ type committer struct {
 }
 
 func newCommitter(s *Store) *committer {
-	c := &committer{s: s, parallel: 1, wake: make(chan struct{}, 1), quit: make(chan struct{}), exit: make(chan struct{})}
+	c := &committer{s: s, parallel: 1, stats: newCommitStats(), wake: make(chan struct{}, 1), quit: make(chan struct{}), exit: make(chan struct{})}
 	if !s.d.SingleWriter() {
 		c.parallel = s.cfg.Pipelines
 	}
@@ -195,6 +197,7 @@ func (c *committer) run(batch []*job) {
 			close(j.done)
 		}
 	}()
+	defer c.observe(len(batch), time.Now()) // before the writers learn their outcome
 	var err error
 	if batch[0].sw != nil {
 		err = c.s.pipeline(batch)

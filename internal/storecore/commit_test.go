@@ -108,6 +108,15 @@ func TestGroupCommitBatches(t *testing.T) {
 	if batches != 2 || writes != n+1 {
 		t.Fatalf("GroupCommitStats = %d batches, %d writes; want 2 and %d", batches, writes, n+1)
 	}
+	// The histograms: a batch of 1 and one of n (bucket le=16), and two
+	// positive durations.
+	m := s.CommitMetrics()
+	if bw := m.BatchWrites; bw.Count != 2 || bw.Sum != n+1 || bw.Cumulative[0] != 1 || bw.Cumulative[3] != 1 || bw.Cumulative[4] != 2 {
+		t.Fatalf("CommitMetrics().BatchWrites = %+v; want a batch of 1 and one of %d (bounds %v)", bw, n, bw.Bounds)
+	}
+	if cs := m.CommitSeconds; cs.Count != 2 || cs.Sum <= 0 || cs.Cumulative[len(cs.Cumulative)-1] > 2 {
+		t.Fatalf("CommitMetrics().CommitSeconds = %+v; want two positive durations", cs)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var sp, rel, back int

@@ -1050,6 +1050,18 @@ SELECT id::text, priority, available_at, created_at
  ORDER BY priority DESC, available_at, seq
  LIMIT $4;
 
+-- name: queue_depths
+-- The claimable runs counted by pool (every workspace when $1 = ''), with
+-- the age in seconds of the oldest: one pass over the queued runs of
+-- idx_workflow_runs_claim_pool (partial: claim_state = 'queued'), so the
+-- cost follows the queue, not the table.
+SELECT coalesce(runner_pool, ''), count(*),
+       greatest(extract(epoch FROM now() - min(available_at))::float8, 0)
+  FROM workflow_runs
+ WHERE claim_state = 'queued' AND available_at <= now()
+   AND ($1::text = '' OR workspace_id = $1)
+ GROUP BY 1;
+
 -- name: stuck_counts
 -- Every unfinished run counted by stuck class (queued ones per workspace
 -- and pool), binned by age in seconds over the bounds $1 (width_bucket:

@@ -1011,6 +1011,18 @@ SELECT id, priority, available_at, created_at
  ORDER BY priority DESC, available_at, rowid
  LIMIT ?4;
 
+-- name: queue_depths
+-- The claimable runs counted by pool (every workspace when ?1 = ''), with
+-- the age in seconds of the oldest: one pass over the queued runs of
+-- idx_workflow_runs_claim_order (partial: claim_state = 'queued'), so the
+-- cost follows the queue, not the table.
+SELECT coalesce(runner_pool, ''), count(*),
+       max((julianday(now()) - julianday(min(available_at))) * 86400.0, 0.0)
+  FROM workflow_runs
+ WHERE claim_state = 'queued' AND available_at <= now()
+   AND (?1 = '' OR workspace_id = ?1)
+ GROUP BY 1;
+
 -- name: stuck_counts
 -- Every unfinished run counted by stuck class (queued ones per workspace
 -- and pool), binned by age in seconds over the bounds ?1 (the number of

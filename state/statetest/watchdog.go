@@ -17,6 +17,7 @@ func (s *suite) testWatchdog(t *testing.T) {
 	t.Run("Runners", s.testRunners)
 	t.Run("Classes", s.testStuckClasses)
 	t.Run("QueueHead", s.testQueueHead)
+	t.Run("QueueDepths", s.testQueueDepths)
 }
 
 // testRunners: RunnerSeen upserts, ListRunners filters by liveness and
@@ -249,5 +250,69 @@ func (s *suite) testQueueHead(t *testing.T) {
 	qs, err := h.a.QueueHead(h.ctx(), &state.QueueHeadParams{WorkspaceID: "wq", Env: state.DefaultEnv})
 	if err != nil || len(qs) != 1 {
 		t.Fatalf("queue of no pool: %v, %v", qs, err)
+	}
+}
+
+// testQueueDepths: the claimable runs by pool (delayed and claimed runs
+// left out), in every workspace or one, with the oldest one's age.
+func (s *suite) testQueueDepths(t *testing.T) {
+	t.Parallel()
+	h := s.stored(t)
+	depths := func(workspace string) map[string]*state.QueueDepth {
+		t.Helper()
+		ds, err := h.a.QueueDepths(h.ctx(), &state.QueueDepthsParams{WorkspaceID: workspace})
+		if err != nil {
+			t.Fatalf("QueueDepths(%q): %v", workspace, err)
+		}
+		out := map[string]*state.QueueDepth{}
+		for _, d := range ds {
+			if out[d.Pool] != nil {
+				t.Fatalf("QueueDepths(%q): pool %q twice", workspace, d.Pool)
+			}
+			out[d.Pool] = d
+		}
+		return out
+	}
+	if got := depths(""); len(got) != 0 {
+		t.Fatalf("QueueDepths of an empty store = %s, want none", dump(got))
+	}
+	h.enqueue(&state.EnqueueRunParams{WorkspaceID: "wd", RunnerPool: "p"})
+	h.enqueue(&state.EnqueueRunParams{WorkspaceID: "wd", RunnerPool: "p"})
+	h.enqueue(&state.EnqueueRunParams{WorkspaceID: "other", RunnerPool: "p"})
+	h.enqueue(&state.EnqueueRunParams{WorkspaceID: "wd"})
+	h.enqueue(&state.EnqueueRunParams{WorkspaceID: "wd", RunnerPool: "p", Delay: time.Hour}) // not claimable yet
+	h.enqueue(&state.EnqueueRunParams{WorkspaceID: "wd", RunnerPool: "delayed", Delay: time.Hour})
+	claimed := h.enqueue(&state.EnqueueRunParams{WorkspaceID: "wd", RunnerPool: "busy"})
+	claimOne := func(r *starflowtype.Run) {
+		t.Helper()
+		c, err := h.a.ClaimRun(h.ctx(), &state.ClaimRunParams{RunnerID: "r1", Pools: []string{r.RunnerPool}, RunID: r.ID, LeaseTTL: leaseTTL})
+		if err != nil || c == nil || c.ID != r.ID {
+			t.Fatalf("ClaimRun(%s) = %v, %v", r.ID, c, err)
+		}
+	}
+	claimOne(claimed)
+	last := h.enqueue(&state.EnqueueRunParams{WorkspaceID: "wd", RunnerPool: "late"})
+
+	counts := func(m map[string]*state.QueueDepth) map[string]int64 {
+		out := map[string]int64{}
+		for pool, d := range m {
+			out[pool] = d.Count
+			if d.OldestAgeSeconds < 0 || d.OldestAgeSeconds > 3600 {
+				t.Errorf("pool %q: oldest age %g s, want within [0, 3600]", pool, d.OldestAgeSeconds)
+			}
+		}
+		return out
+	}
+	all := depths("")
+	equal(t, "QueueDepths of every workspace", dump(counts(all)), dump(map[string]int64{"p": 3, "": 1, "late": 1}))
+	equal(t, "QueueDepths of workspace wd", dump(counts(depths("wd"))), dump(map[string]int64{"p": 2, "": 1, "late": 1}))
+	if all["p"] != nil && all["late"] != nil && all["p"].OldestAgeSeconds < all["late"].OldestAgeSeconds {
+		t.Errorf("pool p's oldest run (enqueued first) is %g s old, younger than pool late's (enqueued last, %g s)",
+			all["p"].OldestAgeSeconds, all["late"].OldestAgeSeconds)
+	}
+	// Claimed, the run leaves its queue.
+	claimOne(last)
+	if _, ok := depths("")["late"]; ok {
+		t.Errorf("pool late still counted after its only run was claimed")
 	}
 }
