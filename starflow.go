@@ -350,8 +350,9 @@ func (e *Engine) newLeaseSweep() *maintenance.LeaseSweep {
 // maintenanceServices builds the services of one maintenance term: the
 // lease sweep, the timer poller, the notify retrier, the session-variable
 // GC, the stuck watch (the why-stuck metrics), the job sweep (remote
-// workers' expired leases), the scheduler (schedules' ticks) and, with a
-// warm tier that this process drains, the hash sweep.
+// workers' expired leases), the scheduler (schedules' ticks), the queue
+// watch (queue depth metrics), the retention pass (Config.Retention) and,
+// with a warm tier that this process drains, the hash sweep.
 func (e *Engine) maintenanceServices() ([]maintenance.Service, error) {
 	sweep := e.newLeaseSweep()
 	w, err := e.newWaitMaintenance()
