@@ -15,7 +15,7 @@ import (
 // registers Collectors on the engine's registry. A nil *Metrics records
 // nothing.
 //
-// What they count (decision 212): a run is started once, by the
+// What they count (decisions 211, 212): a run is started once, by the
 // execution of its first claim; it ends once, when an attempt's end
 // leaves it succeeded, failed, dead_lettered, cancelled or interrupted
 // (held for an operator); an attempt that fails and is queued again is a
