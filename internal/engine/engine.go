@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/starflow/starflow/internal/egress"
 	"github.com/starflow/starflow/internal/expr"
 	"github.com/starflow/starflow/internal/waketoken"
@@ -154,6 +157,13 @@ type Config struct {
 	// input, and bounds the items of one for_each in flight. Zero fields
 	// take their defaults (workflow.Limits).
 	Limits workflow.Limits
+	// Tracer makes the OpenTelemetry spans of runs and steps (trace.go).
+	// Default: the global provider's tracer (otel.Tracer), a no-op unless
+	// the program set one.
+	Tracer trace.Tracer
+	// Propagator injects the trace context into service_call and notify
+	// requests. Default DefaultPropagator().
+	Propagator propagation.TextMapPropagator
 }
 
 // WakeTokenTTLDefault is the validity of the token of a wait without a
@@ -210,6 +220,7 @@ func (c Config) WithDefaults() Config {
 		c.Now = time.Now
 	}
 	c.Limits = c.Limits.WithDefaults()
+	c.Tracer, c.Propagator = traceDefaults(c.Tracer, c.Propagator)
 	return c
 }
 

@@ -94,6 +94,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("Jobs", s.testJobs)
 	t.Run("Webhooks", s.testWebhooks)
 	t.Run("Schedules", s.testSchedules)
+	t.Run("Trace", s.testTrace)
 }
 
 // suite carries the opener to every case.
