@@ -14,6 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/starflow/starflow/internal/engine"
 	"github.com/starflow/starflow/internal/expr"
 	"github.com/starflow/starflow/internal/jsonvalue"
@@ -161,6 +164,18 @@ type Config struct {
 	// engine.wait.before_notify) with the run id, scope path and step id;
 	// blocking in it pauses the run there. Default nil.
 	WaitHook func(point, runID, scopePath, stepID string)
+
+	// TracerProvider makes the OpenTelemetry spans of enqueues, run
+	// executions and step instances (docs/operations.md, "Traces").
+	// Default otel.GetTracerProvider(): a no-op unless the program set a
+	// global provider, so tracing is off and no trace is stored. The
+	// engine does not shut it down.
+	TracerProvider trace.TracerProvider
+	// Propagator writes the trace context into service_call and notify
+	// requests and reads it in ExtractTrace. Default: the global one
+	// (otel.SetTextMapPropagator) when set, else W3C trace context and
+	// baggage.
+	Propagator propagation.TextMapPropagator
 }
 
 // EnqueueOptions are the optional settings of one enqueue.
@@ -290,6 +305,7 @@ func New(cfg Config) (*Engine, error) {
 		RunRetryMin: cfg.RunRetryMin, RunRetryMax: cfg.RunRetryMax,
 		WakeKeys: keys, WakeKeyFile: keyFile, EphemeralWakeKey: ephemeral, WakeURL: cfg.WakeURL, WaitHook: hook, Limits: cfg.Limits,
 		OnEnqueue: func() { e.runner.Notify() }, Metrics: e.metrics.engine,
+		Tracer: cfg.tracer(), Propagator: cfg.Propagator,
 	})
 	if err != nil {
 		return nil, err
@@ -536,12 +552,14 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 		maxAttempts = def.MaxAttempts
 	}
 	sc := e.ScopeOf(ctx)
-	return &state.EnqueueRunParams{
+	p := &state.EnqueueRunParams{
 		ID: opts.ID, WorkspaceID: sc.Workspace, Env: sc.Env, DefinitionID: row.ID, WorkflowName: row.Name,
 		WorkflowRevision: row.Revision, RunnerPool: pool, Priority: opts.Priority, MaxAttempts: maxAttempts,
 		Delay: opts.Delay, RecoveryMode: mode, TriggerType: opts.Trigger, IdempotencyKey: opts.IdempotencyKey,
 		RequestHash: requestHash(name, raw, opts, def), Input: stored,
-	}, nil
+	}
+	e.engine.TraceEnqueue(ctx, p).End() // the run's trace (trace.go)
+	return p, nil
 }
 
 // requestHash is the RequestHash of an enqueue with opts.CompareRequest

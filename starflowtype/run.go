@@ -66,6 +66,15 @@ type Run struct {
 	// attempt never started.
 	DurationMS int64     `json:"duration_ms,omitempty"`
 	UpdatedAt  time.Time `json:"updated_at"`
+	// TraceID is the OpenTelemetry trace of the run's spans (32 lowercase
+	// hex digits; workflow_runs.trace_id), chosen at enqueue: the caller's
+	// trace, or a new one. Every execution of every attempt is in it. ""
+	// when the enqueuing process had tracing off.
+	TraceID string `json:"trace_id,omitempty"`
+	// TraceParent is the W3C traceparent (00-<trace id>-<span id>-<flags>)
+	// of the run's enqueue span, the parent of each execution's span
+	// (workflow_runs.trace_parent); "" with TraceID.
+	TraceParent string `json:"-"`
 }
 
 // Lease returns the run's current lease (zero when unleased).

@@ -262,6 +262,11 @@ type EnqueueRunParams struct {
 	// object saying what created the run, e.g. a webhook delivery); nil:
 	// none.
 	QueuedPayload json.RawMessage
+	// TraceID and TraceParent are the run's OpenTelemetry trace (32
+	// lowercase hex digits) and the W3C traceparent of its enqueue span,
+	// the parent of every execution's span (see starflowtype.Run); ""
+	// stores NULL (tracing off).
+	TraceID, TraceParent string
 }
 
 // MaxAttemptsDefault is a run's attempts when neither the enqueue nor

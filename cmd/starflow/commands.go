@@ -260,6 +260,12 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 			fmt.Fprintf(os.Stderr, "%s %s is no longer the maintenance leader\n", what, id.Load())
 		}
 	}
+	tracing, err := startTracing(ctx, cfg.Logger)
+	if err != nil {
+		return errors.Join(err, srv.shutdown())
+	}
+	defer tracing.flush()
+	cfg.TracerProvider, cfg.Propagator = tracing.Provider, tracing.Propagator
 	eng, err := starflow.New(cfg)
 	if err != nil {
 		return errors.Join(err, srv.shutdown())

@@ -75,9 +75,15 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 			// The in-process runner claims only this command's run (same
 			// claim path as a worker, limited by id).
 			runID := uuid.NewString()
+			tracing, err := startTracing(ctx, g.logger(os.Stderr))
+			if err != nil {
+				return err
+			}
+			defer tracing.flush()
 			eng, err := starflow.New(starflow.Config{
 				Store: store, Logger: g.logger(os.Stderr), AllowEnv: allowEnv, StepTimeout: stepTimeout, OnlyRun: runID,
 				WakeKeys: keys, WakeKeyFile: keyFile, Egress: egressPolicy, Limits: limits,
+				TracerProvider: tracing.Provider, Propagator: tracing.Propagator,
 			})
 			if err != nil {
 				return err

@@ -98,7 +98,7 @@ the runs of its key's workspace (and env): another's run is "no run with id".`,
 					{"completed_at", fmtTime(r.CompletedAt)}, {"duration", runDuration(r)},
 					{"phase", r.Phase}, {"dead_lettered", fmt.Sprint(r.DeadLettered)},
 					{"input", compactJSON(r.Input)}, {"output", compactJSON(r.Output)}, {"error", view.ErrorLine()},
-					{"error_type", errorType(view.Error)},
+					{"error_type", errorType(view.Error)}, {"trace_id", r.TraceID},
 				}
 				if r.Status == starflowtype.RunPaused {
 					// What it waits for, after claim_state.

@@ -122,7 +122,7 @@ func (rs *runState) execForEach(ctx context.Context, f *frame, s *workflow.Step)
 				if index != "" {
 					it.bind(index, int64(i))
 				}
-				out, err := rs.execList(ctx, it, fe.Steps)
+				out, err := rs.traceList(ctx, it, fe.Steps, "item", s)
 				finish(i, it.delta, err)
 				if err != nil && errors.Is(err, errParked) && !rs.realStop(err) {
 					// A waiting item keeps its slot: this worker starts no
@@ -273,7 +273,7 @@ func (rs *runState) execRace(ctx context.Context, f, body *frame, s *workflow.St
 			lastFail = errs[i]
 			return
 		}
-		out, err := rs.execList(lctx, frames[i], p.Lanes[names[i]])
+		out, err := rs.traceList(lctx, frames[i], p.Lanes[names[i]], "lane", s)
 		mu.Lock()
 		defer mu.Unlock()
 		if err == nil {
@@ -445,7 +445,7 @@ func (rs *runState) execParallel(ctx context.Context, f *frame, s *workflow.Step
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := rs.execList(lctx, frames[i], p.Lanes[name])
+			out, err := rs.traceList(lctx, frames[i], p.Lanes[name], "lane", s)
 			if err == nil {
 				outs[i] = out
 				return

@@ -187,7 +187,7 @@ func (rs *runState) execRepeat(ctx context.Context, f *frame, s *workflow.Step) 
 		if bindIteration {
 			it.bind(workflow.IterationName, int64(i))
 		}
-		out, err := rs.execList(ctx, it, r.Steps)
+		out, err := rs.traceList(ctx, it, r.Steps, "iteration", s)
 		f.merge(it)
 		if err != nil {
 			return nil, err

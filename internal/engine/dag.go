@@ -90,7 +90,7 @@ func (rs *runState) execDAG(ctx context.Context, f *frame, list []*workflow.Step
 					c.steps[list[d].ID] = dep.steps[list[d].ID]
 				}
 				go func(i int, c *frame) {
-					out, err := rs.execStep(ctx, c, list[i])
+					out, err := rs.traceStep(ctx, c, list[i])
 					finished <- &dagResult{i: i, frame: c, out: out, err: err}
 				}(i, c)
 			}

@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/starflow/starflow/internal/egress"
 	"github.com/starflow/starflow/internal/expr"
 	"github.com/starflow/starflow/internal/waketoken"
@@ -157,6 +160,13 @@ type Config struct {
 	// Metrics receives runs started and ended, run retries, step tries,
 	// retries and durations (see Metrics). Default nil: none.
 	Metrics *Metrics
+	// Tracer makes the OpenTelemetry spans of runs and steps (trace.go).
+	// Default: the global provider's tracer (otel.Tracer), a no-op unless
+	// the program set one.
+	Tracer trace.Tracer
+	// Propagator injects the trace context into service_call and notify
+	// requests. Default DefaultPropagator().
+	Propagator propagation.TextMapPropagator
 }
 
 // WakeTokenTTLDefault is the validity of the token of a wait without a
@@ -213,6 +223,7 @@ func (c Config) WithDefaults() Config {
 		c.Now = time.Now
 	}
 	c.Limits = c.Limits.WithDefaults()
+	c.Tracer, c.Propagator = traceDefaults(c.Tracer, c.Propagator)
 	return c
 }
 

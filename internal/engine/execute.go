@@ -70,7 +70,9 @@ type runState struct {
 // ctx's cancellation cause decides what a cancellation means: ErrShutdown
 // releases the lease so another runner continues at once; anything else
 // (a lost lease) stops writing at once.
-func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starflowtype.Lease) (Outcome, error) {
+func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starflowtype.Lease) (outcome Outcome, rerr error) {
+	ctx, span := e.traceRun(ctx, run, lease)
+	defer func() { span.end(outcome, rerr) }()
 	log := e.cfg.Logger.With("run_id", run.ID, "workflow", run.WorkflowName, "attempt", run.Attempt)
 	led := &ledger{store: e.cfg.Store, runID: run.ID, attempt: run.Attempt, lease: lease, obs: e.cfg.Metrics.executing(run)}
 	// phase starts as stored: a phase change that did not reach the store
@@ -80,6 +82,7 @@ func (e *Engine) Execute(ctx context.Context, run *starflowtype.Run, lease starf
 	log.Info("run started", "revision", shortRevision(run.WorkflowRevision), "lease_epoch", lease.Epoch)
 
 	out, err := rs.execute(ctx)
+	span.result(rs, err)
 	if err == nil {
 		r, werr := led.runComplete(ctx, out)
 		if werr != nil {

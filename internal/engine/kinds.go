@@ -113,6 +113,7 @@ func (rs *runState) serviceCall(ctx context.Context, f *frame, s *workflow.Step)
 		IdempotencyKey: idempotencyKey(rs.run.ID, scope, s.ID),
 		FencingToken:   fmt.Sprintf("%s/%d", rs.run.ID, rs.led.lease.Epoch),
 		Redactor:       rs.led.red,
+		Propagator:     rs.e.cfg.Propagator,
 	}
 	u, err := rs.render(ctx, f, "service_call.url", sc.URL)
 	if err != nil {

@@ -102,6 +102,7 @@ func (e *Engine) postNotify(ctx context.Context, w *starflowtype.Wait, req *noti
 	if err != nil {
 		return fmt.Errorf("notify %s: %w", req.URL, err)
 	}
+	e.injectTrace(ctx, hr.Header)
 	for k, v := range req.Headers {
 		hr.Header.Set(k, v)
 	}

@@ -96,7 +96,7 @@ func (rs *runState) execList(ctx context.Context, f *frame, list []*workflow.Ste
 		}
 		started[next] = true
 		s := list[next]
-		out, err := rs.execStep(ctx, f, s)
+		out, err := rs.traceStep(ctx, f, s)
 		if err != nil {
 			if !rs.stopping(err) {
 				if serr := rs.skipRemaining(f, list, started, "step "+s.ID+" failed"); serr != nil {
@@ -252,6 +252,7 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 			if werr := rs.led.nodeRetry(rs.root, scope, s.ID, try, err, d); werr != nil {
 				return nil, werr
 			}
+			rs.traceRetry(ctx, try, d.Milliseconds(), err)
 			rs.log.Info("step try failed; retrying", "step", s.ID, "scope_path", scope, "try", try, "backoff", d, "error", rs.led.red.Error(err))
 			if serr := rs.e.cfg.Sleep(ctx, d); serr != nil {
 				if rs.stopping(serr) {

@@ -247,7 +247,7 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 
 	// 2. The child run, before the wait that its end wakes.
 	if plan.child != nil {
-		child, err := rs.enqueueChild(wctx, plan.child)
+		child, err := rs.enqueueChild(withSpan(wctx, ctx), plan.child)
 		if err != nil {
 			return fmt.Errorf("step %s: start child run: %w", s.ID, err)
 		}
@@ -297,7 +297,7 @@ func (rs *runState) enterDurableWait(ctx context.Context, f *frame, s *workflow.
 	// 4. The token goes out only now, and only for the row just written.
 	if plan.notify != nil && reg.ID == p.ID && reg.Status == starflowtype.WaitPending {
 		rs.hook(WaitBeforeNotify, key)
-		if err := rs.e.notifyInline(wctx, reg, plan.notify, token); err != nil {
+		if err := rs.e.notifyInline(withSpan(wctx, ctx), reg, plan.notify, token); err != nil {
 			rs.log.Warn("notify not delivered; the maintenance pass retries it", "step", s.ID, "wait_id", reg.ID, "error", rs.led.red.Error(err))
 		}
 	}
@@ -609,6 +609,7 @@ func revNote(rev string) string {
 // may have ended already: RegisterWait then completes the wait from its
 // end.
 func (rs *runState) enqueueChild(ctx context.Context, p *state.EnqueueRunParams) (*starflowtype.Run, error) {
+	defer rs.e.TraceEnqueue(ctx, p).End()
 	run, err := rs.e.cfg.Store.EnqueueRun(ctx, p)
 	if errors.Is(err, starflowtype.ErrConflict) {
 		return rs.e.cfg.Store.GetRun(ctx, &state.GetRunParams{ID: p.ID})

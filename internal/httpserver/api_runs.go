@@ -54,6 +54,8 @@ type PageParams struct {
 type enqueueInput struct {
 	Workflow       string `path:"workflow" minLength:"1" maxLength:"200"`
 	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"Makes the enqueue idempotent: a repeat returns the first run (200) instead of creating one (201)."`
+	Traceparent    string `header:"traceparent" maxLength:"55" doc:"W3C trace context of the caller: with tracing on, the new run's trace (trace_id) is the caller's, its enqueue span a child of this one."`
+	Tracestate     string `header:"tracestate" maxLength:"512" doc:"W3C trace state sent with traceparent."`
 	Body           api.EnqueueRequest
 }
 
@@ -223,6 +225,7 @@ func (s *apiServer) enqueue(ctx context.Context, in *enqueueInput) (*runOutput, 
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
+	ctx = s.engine.ExtractTrace(ctx, http.Header{"Traceparent": {in.Traceparent}, "Tracestate": {in.Tracestate}})
 	r, err := s.engine.Enqueue(ctx, in.Workflow, json.RawMessage(b.Input), opts)
 	keyTaken := conflict(api.CodeConflict, fmt.Sprintf("Idempotency-Key %q was used with a different request; nothing was enqueued (use another key)", in.IdempotencyKey))
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/starflow/starflow/internal/egress"
 	"github.com/starflow/starflow/internal/jsonvalue"
 	"github.com/starflow/starflow/internal/redact"
@@ -45,6 +47,10 @@ type HTTPRequest struct {
 	// (Body and Payload), before any cut, so a cut never leaves part of a
 	// secret behind. nil scrubs nothing.
 	Redactor *redact.Redactor
+	// Propagator, when set, writes ctx's trace context into the request's
+	// headers (traceparent, tracestate) before the definition's headers,
+	// which win over it. nil sends none.
+	Propagator propagation.TextMapPropagator
 }
 
 // Call sends the request and returns the step output {status, headers,
@@ -109,6 +115,9 @@ func Call(ctx context.Context, client *http.Client, r *HTTPRequest) (map[string]
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "starflow")
+	if r.Propagator != nil {
+		r.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	}
 	for k, v := range r.Headers {
 		req.Header.Set(k, v)
 	}

@@ -247,7 +247,8 @@ func scanRun(row Row, more ...any) (*starflowtype.Run, error) {
 		&r.Attempt, &r.MaxAttempts, &r.AvailableAt, &mode, &trigger, &r.ParentRunID,
 		&r.IdempotencyKey, &r.Input, &r.Output, &r.Checkpoint, &r.Phase,
 		&r.Error, &r.DeadLettered, &r.CancelRequested, &r.CreatedAt, &r.StartedAt, &r.CompletedAt,
-		&r.DurationMS, &r.UpdatedAt, &r.AttemptStartedAt, &r.ErrorDetail}, more...)...)
+		&r.DurationMS, &r.UpdatedAt, &r.AttemptStartedAt, &r.ErrorDetail,
+		&r.TraceID, &r.TraceParent}, more...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -139,7 +139,7 @@ func (e *enqueue) write(ctx context.Context, p *state.EnqueueRunParams) func(t *
 		run, err := scanRun(t.tx.QueryRow(ctx, "insert_run", e.id, e.m.workspace, e.m.env, nullString(e.definitionID),
 			p.WorkflowName, p.WorkflowRevision, p.WorkflowName, nullString(p.RunnerPool), p.Priority,
 			e.maxAttempts, p.Delay, string(e.mode), string(e.trigger), nullString(e.parentID),
-			nullString(p.IdempotencyKey), jsonNull(p.Input)))
+			nullString(p.IdempotencyKey), jsonNull(p.Input), nullString(p.TraceID), nullString(p.TraceParent)))
 		if err != nil {
 			return err
 		}

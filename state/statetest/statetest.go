@@ -100,6 +100,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("Webhooks", s.testWebhooks)
 	t.Run("Schedules", s.testSchedules)
 	t.Run("Retention", s.testRetention)
+	t.Run("Trace", s.testTrace)
 }
 
 // suite carries the opener to every case.
