@@ -46,7 +46,7 @@ func (e *Engine) newWaitMaintenance() (*waitMaintenance, error) {
 	c := e.cfg.WaitMaintenance
 	m := &waitMaintenance{
 		timers: maintenance.NewTimerPoller(e.store, maintenance.TimerConfig{
-			Interval: c.TimerInterval, Logger: e.cfg.Logger, OnRequeue: e.runner.Notify,
+			Interval: c.TimerInterval, Logger: e.cfg.Logger, OnRequeue: e.runner.Notify, OnFire: e.countTimer,
 		}),
 		gc: maintenance.NewSessionGC(e.store, maintenance.SessionGCConfig{Interval: c.SessionGCInterval, Logger: e.cfg.Logger}),
 	}
@@ -72,7 +72,7 @@ func (e *Engine) newWaitMaintenance() (*waitMaintenance, error) {
 // It needs no Start and no Maintenance.
 func (e *Engine) FireDueWaits(ctx context.Context) ([]*starflowtype.Wait, error) {
 	return maintenance.NewTimerPoller(e.store, maintenance.TimerConfig{
-		Logger: e.cfg.Logger, OnRequeue: e.runner.Notify,
+		Logger: e.cfg.Logger, OnRequeue: e.runner.Notify, OnFire: e.countTimer,
 	}).Pass(ctx)
 }
 

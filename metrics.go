@@ -42,6 +42,7 @@ const (
 	WakeRunEnded     = "run_ended"     // a signal to a run that has ended
 	WakeRefused      = "refused"       // an invalid request (a reserved signal name)
 	WakeError        = "error"         // the store failed
+	WakeTimedOut     = "timed_out"     // a wait's timeout passed (via timer)
 )
 
 func newMetrics(reg *prometheus.Registry, cold state.Adapter) *metrics {
@@ -49,7 +50,7 @@ func newMetrics(reg *prometheus.Registry, cold state.Adapter) *metrics {
 		engine: engine.NewMetrics(),
 		runner: runner.NewMetrics(),
 		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "starflow_wakes_total",
-			Help: "Wake and signal requests this process handled, by how they arrived (token: a wake token; signal: a named signal) and outcome (woken, held, invalid_token, unknown_token, closed, bad_payload, unknown_run, run_ended, refused, error)."},
+			Help: "Wakes this process handled, by how they arrived (token: a wake token; signal: a named signal; timer: the timer poller) and outcome (woken, held, invalid_token, unknown_token, closed, bad_payload, unknown_run, run_ended, refused, error; timed_out for a timer)."},
 			[]string{"via", "outcome"}),
 		sweepPasses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "starflow_sweep_passes_total",
 			Help: "Lease-sweep passes this process ran (the maintenance leader's and on-demand ones), by result (ok, error)."},
@@ -76,6 +77,9 @@ func newMetrics(reg *prometheus.Registry, cold state.Adapter) *metrics {
 	for _, o := range []string{WakeWoken, WakeHeld, WakeUnknownRun, WakeRunEnded, WakeBadPayload} {
 		m.wakes.WithLabelValues("signal", o)
 	}
+	for _, o := range []string{WakeWoken, WakeTimedOut} {
+		m.wakes.WithLabelValues("timer", o)
+	}
 	if cm, ok := cold.(state.CommitMetrics); ok {
 		reg.MustRegister(newCommitCollector(cm))
 	}
@@ -96,6 +100,16 @@ func (e *Engine) sweepPassed(began time.Time, took time.Duration, changed []*sta
 		e.metrics.sweepRecoveries.WithLabelValues(sweepOutcome(r)).Inc()
 		e.metrics.engine.RunWritten(r)
 	}
+}
+
+// countTimer counts a wait the timer poller changed: via timer, outcome
+// woken (its timer fell due) or timed_out (its timeout passed).
+func (e *Engine) countTimer(w *starflowtype.Wait) {
+	outcome := WakeWoken
+	if w.Status == starflowtype.WaitTimedOut {
+		outcome = WakeTimedOut
+	}
+	e.metrics.wakes.WithLabelValues("timer", outcome).Inc()
 }
 
 // countWake counts a token wake's outcome and returns its results.

@@ -243,6 +243,32 @@ output: "${{ {'nap': has(steps.nap.output.fired_at), 'alarm': has(steps.alarm.ou
 	if ws[0].Kind != starflowtype.WaitTimer || ws[1].WakeAt.IsZero() || ws[2].ExpiresAt.IsZero() {
 		t.Errorf("wait rows: %+v", ws)
 	}
+	// The timer poller's wakes are counted: two timers, one timeout.
+	wakes := map[string]float64{}
+	mfs, err := h.eng.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "starflow_wakes_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var via, outcome string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "via":
+					via = l.GetValue()
+				case "outcome":
+					outcome = l.GetValue()
+				}
+			}
+			wakes[via+"/"+outcome] = m.GetCounter().GetValue()
+		}
+	}
+	if wakes["timer/woken"] != 2 || wakes["timer/timed_out"] != 1 {
+		t.Errorf("starflow_wakes_total: %v, want timer/woken 2 and timer/timed_out 1", wakes)
+	}
 }
 
 // notifySink is an approval app: it records every notify request and

@@ -33,6 +33,9 @@ type TimerConfig struct {
 	// OnRequeue, when set, is called after a pass changed waits (their
 	// parked runs were re-queued), to wake in-process runners at once.
 	OnRequeue func()
+	// OnFire, when set, is called with each wait a pass changed (status
+	// woken or timed_out), after its transaction committed.
+	OnFire func(*starflowtype.Wait)
 }
 
 // TimerPoller is the durable timer poller: it calls FireDueWaits, which
@@ -89,6 +92,9 @@ func (p *TimerPoller) Pass(ctx context.Context) ([]*starflowtype.Wait, error) {
 	}
 	for _, w := range changed {
 		p.cfg.Logger.Info("wait fired", "run_id", w.RunID, "wait_id", w.ID, "step_id", w.StepID, "status", w.Status)
+		if p.cfg.OnFire != nil {
+			p.cfg.OnFire(w)
+		}
 	}
 	if len(changed) > 0 && p.cfg.OnRequeue != nil {
 		p.cfg.OnRequeue()
