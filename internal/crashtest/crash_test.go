@@ -226,11 +226,11 @@ func heldRuns(reqs []request) []string {
 	return ids
 }
 
-// loggedLeaseLoss reports whether a worker's log has a line about losing
-// the lease of run id.
+// loggedLeaseLoss reports whether a worker's log (slog text or JSON
+// lines) has a line about losing the lease of run id.
 func loggedLeaseLoss(log, id string) bool {
 	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, "run_id="+id) && strings.Contains(line, "lease lost") {
+		if (strings.Contains(line, "run_id="+id) || strings.Contains(line, `"run_id":"`+id+`"`)) && strings.Contains(line, "lease lost") {
 			return true
 		}
 	}
