@@ -224,7 +224,8 @@ func TestReadableDatabaseAndKeyFileAreTightened(t *testing.T) {
 		if m := perm(t, filepath.Join(dir, name)); m != 0o600 {
 			t.Errorf("%s has mode %04o after the run, want 0600", name, m)
 		}
-		if !strings.Contains(r.stderr, "WARN") || !strings.Contains(r.stderr, "file="+name+" ") {
+		// stderr is no terminal here: the log lines are JSON.
+		if !strings.Contains(r.stderr, `"level":"WARN"`) || !strings.Contains(r.stderr, `"file":"`+name+`"`) {
 			t.Errorf("no warning naming %s:\n%s", name, r.stderr)
 		}
 	}
