@@ -131,17 +131,7 @@ steps:
 		t.Fatalf("enqueue: %s", r.stderr)
 	}
 	d := startDaemon(t, dir, env, "worker", "--db", "j.db", "--poll-interval", "50ms", "--maintenance=false")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		r := starflowCmd(t, dir, nil, "runs", "show", id, "--db", "j.db", "--json")
-		if strings.Contains(r.stdout, `"status": "failed"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run did not fail in 60s: %s", r.stdout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	awaitFailed(t, dir, id)
 	d.stop(t)
 	out := d.stderr.String()
 	if strings.Contains(out, secret) {
@@ -196,17 +186,7 @@ steps:
 	r = starflowCmd(t, dir, env, "enqueue", "logged", "--db", "j.db")
 	id = strings.TrimSpace(r.stdout)
 	q := startDaemon(t, dir, env, "worker", "--db", "j.db", "--poll-interval", "50ms", "--maintenance=false", "--log-level", "warn")
-	deadline = time.Now().Add(60 * time.Second)
-	for {
-		r := starflowCmd(t, dir, nil, "runs", "show", id, "--db", "j.db", "--json")
-		if strings.Contains(r.stdout, `"status": "failed"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run did not fail in 60s: %s", r.stdout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	awaitFailed(t, dir, id)
 	q.stop(t)
 	if s := q.stderr.String(); strings.Contains(s, `"level":"INFO"`) {
 		t.Errorf("info lines at --log-level warn:\n%s", s)
@@ -234,5 +214,21 @@ func TestLogFlagsRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(dir + "/f.db"); err == nil {
 		t.Error("a refused command line created the database")
+	}
+}
+
+// awaitFailed waits up to 60 s for run id of j.db in dir to fail.
+func awaitFailed(t *testing.T, dir, id string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := starflowCmd(t, dir, nil, "runs", "show", id, "--db", "j.db", "--json")
+		if strings.Contains(r.stdout, `"status": "failed"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run did not fail in 60s: %s", r.stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
