@@ -197,11 +197,13 @@ func (c *checker) terminal(ctx context.Context) error {
 	return rows.Err()
 }
 
-// lease: no run holds a claim whose lease expired (database clock).
+// lease: no run is running with its claim held (claim_state claimed or
+// running) past its lease (lease_until NULL or before the database's
+// now()). Every run is checked.
 func (c *checker) lease(ctx context.Context) error {
 	rows, err := c.in.DB.Query(ctx, `SELECT id::text, status, claim_state, coalesce(leased_by, ''), lease_until, now(),
-		lease_until IS NULL OR lease_until < now()
-		FROM workflow_runs WHERE status = 'running' AND claim_state IN ('claimed', 'running') ORDER BY seq`)
+		status = 'running' AND claim_state IN ('claimed', 'running') AND (lease_until IS NULL OR lease_until < now())
+		FROM workflow_runs ORDER BY seq`)
 	if err != nil {
 		return fmt.Errorf("lease: %w", err)
 	}
@@ -350,6 +352,12 @@ func (c *checker) tickOnce(ctx context.Context) error {
 		}
 		if len(ids) > 1 {
 			c.violate(InvariantTickOnce, ids[1], "tick %q (workspace %s) started %d runs: %s", key, ws, len(ids), strings.Join(ids, ", "))
+			v := &c.rep.Violations[len(c.rep.Violations)-1]
+			for _, id := range ids {
+				if id != ids[1] {
+					v.History = append(v.History, "the same tick's run "+id)
+				}
+			}
 		}
 	}
 	return rows.Err()
