@@ -337,6 +337,11 @@ func TestCheck(t *testing.T) {
 			}
 		}
 		t.Logf("clean report:\n%s", buf.String())
+		for _, inv := range Invariants {
+			if !strings.Contains(buf.String(), inv+" ") {
+				t.Errorf("report table lacks %s:\n%s", inv, buf.String())
+			}
+		}
 		if rep.Unreferenced != 0 {
 			t.Errorf("%d succeeded runs have no reference output", rep.Unreferenced)
 		}
@@ -375,6 +380,22 @@ func TestCheck(t *testing.T) {
 			t.Fatalf("unfenced service answered %d", code)
 		}
 		wantViolation(t, check(t, w.input()), InvariantEffectFenced, w.effect)
+	})
+
+	// Corrupted record: a log entry of the effect run whose key names
+	// another run's step (what a mixed-up key would send).
+	t.Run(InvariantEffectFenced+"/foreign_key", func(t *testing.T) {
+		in := w.input()
+		in.Effects = append(in.Effects, Effect{Seq: int64(len(in.Effects) + 1), RunID: w.effect, Key: w.calc[0] + "//a", Epoch: 1, Accepted: true})
+		rep := check(t, in)
+		wantViolation(t, rep, InvariantEffectFenced, w.effect)
+		found := false
+		for _, v := range rep.Violations {
+			found = found || v.Invariant == InvariantEffectFenced && v.RunID == w.effect && strings.Contains(v.Detail, "key \""+w.calc[0]+"//a\", not one of its own run")
+		}
+		if !found {
+			t.Fatalf("no violation names the foreign key: %+v", rep.Violations)
+		}
 	})
 
 	// Real protection off: a run of calc by an engine whose store has no
@@ -471,6 +492,12 @@ func TestCheck(t *testing.T) {
 	// Corrupted record: calc[1]'s output changed.
 	t.Run(InvariantOutputReference, func(t *testing.T) {
 		w.exec(t, `UPDATE workflow_runs SET output_json = '{"x": 3, "y": 7}' WHERE id = $1`, w.calc[1])
-		wantViolation(t, check(t, w.input()), InvariantOutputReference, w.calc[1])
+		rep := check(t, w.input())
+		wantViolation(t, rep, InvariantOutputReference, w.calc[1])
+		var buf bytes.Buffer
+		rep.Print(&buf)
+		if out := buf.String(); !strings.Contains(out, "output_reference run "+w.calc[1]+": ") || !strings.Contains(out, "\n  run "+w.calc[1]+" calc: ") {
+			t.Fatalf("printed report lacks the violation or its history:\n%s", out)
+		}
 	})
 }
