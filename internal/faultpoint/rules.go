@@ -91,7 +91,7 @@ func Parse(spec string) (*Rules, error) {
 		if tok == "" {
 			continue
 		}
-		if v, ok := strings.CutPrefix(tok, "seed="); ok {
+		if k, v, ok := strings.Cut(tok, "="); ok && strings.TrimSpace(k) == "seed" {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if err != nil {
 				return nil, fmt.Errorf("faultpoint: rule %q: seed is not an integer", tok)
@@ -233,7 +233,10 @@ func Check(ctx context.Context, kind, name string) error {
 	if r == nil {
 		return nil
 	}
-	point := kind + name
+	return r.check(ctx, kind+name)
+}
+
+func (r *Rules) check(ctx context.Context, point string) error {
 	ru := r.pick(point, false)
 	if ru == nil {
 		return nil
