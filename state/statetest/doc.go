@@ -62,6 +62,6 @@
 //     state.ErrNotImplemented and SessionSet too.
 //
 // Import rule: statetest imports the standard library, starflowtype,
-// state and internal/faultpoint (RunFaults); never an adapter (adapters import statetest from their tests) and
-// never the engine.
+// state and internal/faultpoint (RunFaults); never an adapter (adapters
+// import statetest from their tests) and never the engine.
 package statetest
