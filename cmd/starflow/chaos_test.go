@@ -46,6 +46,10 @@ func TestChaosEnv(t *testing.T) {
 	if v := runWith(chaosBin, nil, "version", "--json"); !strings.Contains(v.stdout, `"chaos": true`) {
 		t.Errorf("chaos build's version --json lacks \"chaos\": true:\n%s", v.stdout)
 	}
+	killed := runWith(chaosBin, []string{"STARFLOW_FAULTS=op:EnqueueRun=exit"}, "run", "three.yaml", "--db", "killed.db")
+	if killed.code != -1 || !strings.HasSuffix(killed.stderr, "faultpoint injected point=op:EnqueueRun action=exit\n") {
+		t.Errorf("exit rule: exit code %d (want -1: killed by a signal), stderr %q", killed.code, killed.stderr)
+	}
 	bad := runWith(chaosBin, []string{"STARFLOW_FAULTS=query:x=explode"}, "version")
 	if bad.code != 2 || !strings.Contains(bad.stderr, `rule "query:x=explode"`) {
 		t.Errorf("bad spec: exit %d, stderr %q; want exit 2 naming the rule", bad.code, bad.stderr)
