@@ -24,6 +24,10 @@ func run() (code int) {
 			code = 70
 		}
 	}()
+	if err := chaosSetup(); err != nil {
+		fmt.Fprintln(os.Stderr, "starflow: "+termSafe(err.Error()))
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd := newRootCmd()

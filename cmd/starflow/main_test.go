@@ -49,7 +49,13 @@ type result struct {
 // starflowCmd runs the binary in dir with args and extra env.
 func starflowCmd(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return binaryCmd(t, binary, dir, env, args...)
+}
+
+// binaryCmd is starflowCmd with the executable bin.
+func binaryCmd(t *testing.T, bin, dir string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer

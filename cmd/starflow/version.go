@@ -28,11 +28,14 @@ type buildInfo struct {
 	// Go is the Go toolchain's version; Platform GOOS/GOARCH.
 	Go       string `json:"go"`
 	Platform string `json:"platform"`
+	// Chaos is true in a -tags chaos build, which reads STARFLOW_FAULTS
+	// and STARFLOW_CHAOS_CLOCK_SKEW (docs/faults.md); absent otherwise.
+	Chaos bool `json:"chaos,omitempty"`
 }
 
 // readBuildInfo reads the binary's build information.
 func readBuildInfo() buildInfo {
-	b := buildInfo{Version: version, Module: "github.com/starflow/starflow", Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	b := buildInfo{Version: version, Module: "github.com/starflow/starflow", Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, Chaos: chaosBuild}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return b

@@ -15,6 +15,7 @@ import (
 
 	"github.com/starflow/starflow/internal/egress"
 	"github.com/starflow/starflow/internal/expr"
+	"github.com/starflow/starflow/internal/faultpoint"
 	"github.com/starflow/starflow/internal/waketoken"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
@@ -148,7 +149,9 @@ type Config struct {
 	// local runners. Default nil.
 	OnEnqueue func()
 	// Now is the runner's clock (token expiry, the key file's reload
-	// limit). Default time.Now. Deadlines stored for the database to
+	// limit). Default faultpoint.Now: time.Now, run ahead or behind by the
+	// skew a -tags chaos binary sets from STARFLOW_CHAOS_CLOCK_SKEW
+	// (docs/faults.md). Deadlines stored for the database to
 	// compare (keep_until durations, timers) are computed by the store on
 	// the database's clock, never with Now.
 	Now func() time.Time
@@ -220,7 +223,7 @@ func (c Config) WithDefaults() Config {
 		c.WakeTokenTTL = WakeTokenTTLDefault
 	}
 	if c.Now == nil {
-		c.Now = time.Now
+		c.Now = faultpoint.Now
 	}
 	c.Limits = c.Limits.WithDefaults()
 	c.Tracer, c.Propagator = traceDefaults(c.Tracer, c.Propagator)

@@ -1,4 +1,5 @@
-// Package faultpoint provides named pause points for crash tests.
+// Package faultpoint provides named pause points for crash tests and fault
+// rules for chaos tests.
 //
 // A crash test starts a real starflow process with STARFLOW_FAULTPOINT set
 // to a point name, optionally followed by "#N" to pause at the N-th time
@@ -7,6 +8,13 @@
 // can SIGKILL it exactly there — between two writes of one transaction, say
 // — where a random kill almost never lands. With the variable unset, Hit
 // costs one string comparison.
+//
+// Fault rules (Parse, Set; docs/faults.md) fail, delay or hang the store
+// core's named queries, begin, commit and write operations (Check) and the
+// pause points (Hit), or kill the process there, by a seeded rate or at the
+// N-th call. With no rules installed a point costs one atomic load. The
+// rules' environment variable, STARFLOW_FAULTS, is read only by binaries
+// built with -tags chaos; this package never reads it.
 //
 // Import rule: standard library only.
 package faultpoint
@@ -40,8 +48,12 @@ func parse(v string) (string, int64) {
 }
 
 // Hit pauses the process forever when name is the armed point and this is
-// the armed hit.
+// the armed hit. Installed rules matching name run first (fail rules never
+// match a pause point).
 func Hit(name string) {
+	if r := active.Load(); r != nil {
+		hitRules(r, name)
+	}
 	if armed == "" || armed != name {
 		return
 	}

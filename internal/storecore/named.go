@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/starflow/starflow/internal/faultpoint"
 )
 
 // Querier runs the dialect's named queries. Errors are translated: a unique
@@ -70,16 +72,28 @@ func (n *named) args(args []any) []any {
 	return out
 }
 
+// Each named query is the fault point "query:<name>"; an injected
+// failure of QueryRow surfaces from Scan.
+
 func (n *named) Exec(ctx context.Context, name string, args ...any) (int64, error) {
+	if err := faultpoint.Check(ctx, "query:", name); err != nil {
+		return 0, err
+	}
 	k, err := n.c.Exec(ctx, n.text(name), n.args(args)...)
 	return k, n.d.Translate(err)
 }
 
 func (n *named) QueryRow(ctx context.Context, name string, args ...any) Row {
-	return row{n.c.QueryRow(ctx, n.text(name), n.args(args)...), n.d}
+	if err := faultpoint.Check(ctx, "query:", name); err != nil {
+		return row{d: n.d, err: err}
+	}
+	return row{r: n.c.QueryRow(ctx, n.text(name), n.args(args)...), d: n.d}
 }
 
 func (n *named) Query(ctx context.Context, name string, args ...any) (Rows, error) {
+	if err := faultpoint.Check(ctx, "query:", name); err != nil {
+		return nil, err
+	}
 	r, err := n.c.Query(ctx, n.text(name), n.args(args)...)
 	if err != nil {
 		return nil, n.d.Translate(err)
@@ -87,7 +101,16 @@ func (n *named) Query(ctx context.Context, name string, args ...any) (Rows, erro
 	return rows{r, n.d}, nil
 }
 
-func (n *named) Commit(ctx context.Context) error   { return n.d.Translate(n.c.Commit(ctx)) }
+// Commit is the fault point "commit"; an injected failure rolls the
+// transaction back, so nothing of it is committed.
+func (n *named) Commit(ctx context.Context) error {
+	if err := faultpoint.Check(ctx, "commit", ""); err != nil {
+		_ = n.c.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	return n.d.Translate(n.c.Commit(ctx))
+}
+
 func (n *named) Rollback(ctx context.Context) error { return n.c.Rollback(ctx) }
 func (n *named) Conn() Conn                         { return n.c }
 
@@ -114,13 +137,17 @@ func (n *named) raw(ctx context.Context, sql string) error {
 }
 
 // row scans through holders: JSON into []byte, times through the
-// dialect's TimeHolder.
+// dialect's TimeHolder. err is an injected failure Scan returns.
 type row struct {
-	r Row
-	d Dialect
+	r   Row
+	d   Dialect
+	err error
 }
 
 func (r row) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
 	conv, fix := holders(r.d, dest)
 	if err := r.r.Scan(conv...); err != nil {
 		return r.d.Translate(err)

@@ -178,6 +178,9 @@ func (s *Store) write(ctx context.Context, op state.Op, runID string, readRun bo
 }
 
 func (s *Store) writeOpts(ctx context.Context, opts TxOptions, op state.Op, runID string, readRun bool, fn func(t *txn) error) (*starflowtype.Run, error) {
+	if err := faultpoint.Check(ctx, "op:", string(op)); err != nil {
+		return nil, err
+	}
 	if s.d.SingleWriter() {
 		return s.commit.do(ctx, &job{op: op, runID: runID, readRun: readRun, fn: fn, opts: opts})
 	}
@@ -212,7 +215,11 @@ func (s *Store) writeOnce(ctx context.Context, opts TxOptions, op state.Op, runI
 }
 
 // begin opens a write transaction of named queries.
+// It is the fault point "begin".
 func (s *Store) begin(ctx context.Context, opts TxOptions) (Tx, error) {
+	if err := faultpoint.Check(ctx, "begin", ""); err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
 	c, err := s.d.Begin(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", s.d.Translate(err))

@@ -61,7 +61,7 @@
 //     adapter that is not durable refuses the Waiter writes with
 //     state.ErrNotImplemented and SessionSet too.
 //
-// Import rule: statetest imports the standard library, starflowtype and
-// state; never an adapter (adapters import statetest from their tests) and
-// never the engine.
+// Import rule: statetest imports the standard library, starflowtype,
+// state and internal/faultpoint (RunFaults); never an adapter (adapters
+// import statetest from their tests) and never the engine.
 package statetest

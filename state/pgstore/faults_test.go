@@ -1,0 +1,11 @@
+package pgstore_test
+
+import (
+	"testing"
+
+	"github.com/starflow/starflow/state/statetest"
+)
+
+// TestFaults: the fault rules act on a real PostgreSQL schema. Not
+// parallel: the rules are process-wide.
+func TestFaults(t *testing.T) { statetest.RunFaults(t, openFresh) }
