@@ -19,14 +19,21 @@ func listingOrder(h *harness, runs []*starflowtype.Run) []string {
 	for i, r := range runs {
 		stored[i] = h.getRun(r.ID)
 	}
-	slices.SortFunc(stored, func(a, b *starflowtype.Run) int {
+	return sortedListing(stored)
+}
+
+// sortedListing is the ids of runs (as stored) in ListRuns' order:
+// (created_at, id) descending.
+func sortedListing(runs []*starflowtype.Run) []string {
+	runs = slices.Clone(runs)
+	slices.SortFunc(runs, func(a, b *starflowtype.Run) int {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
 			return c
 		}
 		return strings.Compare(b.ID, a.ID)
 	})
-	out := make([]string, len(stored))
-	for i, r := range stored {
+	out := make([]string, len(runs))
+	for i, r := range runs {
 		out[i] = r.ID
 	}
 	return out

@@ -24,13 +24,31 @@ const (
 // (created_at, id) descending, then p.Limit (default 50).
 func (h *harness) listing(ids []string, p *state.ListRunsParams) []string {
 	h.t.Helper()
+	return listingOf(h.storedRuns(ids), p)
+}
+
+// storedRuns reads each of ids back (GetRun): the runs as stored, for
+// listingOf to compute many listings from while no run changes.
+func (h *harness) storedRuns(ids []string) []*starflowtype.Run {
+	h.t.Helper()
+	runs := make([]*starflowtype.Run, len(ids))
+	for i, id := range ids {
+		runs[i] = h.getRun(id)
+	}
+	return runs
+}
+
+// listingOf is what a ListRuns call should return when stored holds the
+// runs as stored: the filters of p, then (created_at, id) descending,
+// then p.Limit (default 50).
+func listingOf(stored []*starflowtype.Run, p *state.ListRunsParams) []string {
 	var runs []*starflowtype.Run
-	for _, id := range ids {
-		if r := h.getRun(id); matchesListing(r, p) {
+	for _, r := range stored {
+		if matchesListing(r, p) {
 			runs = append(runs, r)
 		}
 	}
-	out := listingOrder(h, runs)
+	out := sortedListing(runs)
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 50
@@ -258,15 +276,18 @@ func (s *suite) testListingFilters(t *testing.T) {
 		{WorkspaceID: state.DefaultWorkspace, Env: "staging", WorkflowName: "child", Status: st(queued), ParentRunID: parent.ID,
 			CreatedAfter: mid, CreatedBefore: later},
 	}
+	// No run changes from here on: the expected listings are computed
+	// from one read of the runs as stored.
+	stored := h.storedRuns(ids)
 	for _, p := range cases {
-		want := h.listing(ids, &p)
+		want := listingOf(stored, &p)
 		equal(t, "ListRuns("+describeListing(&p)+")", dump(h.listRuns(&p)), dump(want))
 		limited := p
 		limited.Limit = 2
 		equal(t, "ListRuns("+describeListing(&limited)+")", dump(h.listRuns(&limited)), dump(want[:min(2, len(want))]))
 		// Two runs a page, each after the last of the one before: the
 		// whole listing, each run once.
-		equal(t, "pages of ListRuns("+describeListing(&limited)+")", dump(orEmpty(h.walk(limited, nil))), dump(h.listing(ids, &state.ListRunsParams{
+		equal(t, "pages of ListRuns("+describeListing(&limited)+")", dump(orEmpty(h.walk(limited, nil))), dump(listingOf(stored, &state.ListRunsParams{
 			WorkspaceID: p.WorkspaceID, Env: p.Env, WorkflowName: p.WorkflowName, Status: p.Status, ParentRunID: p.ParentRunID,
 			StaleBefore: p.StaleBefore, CreatedAfter: p.CreatedAfter, CreatedBefore: p.CreatedBefore, DeadLettered: p.DeadLettered,
 			After: p.After, Limit: 1000,
@@ -367,6 +388,9 @@ func (s *suite) testListingSharedCreatedAt(t *testing.T) {
 		{CreatedAt: at1.Add(500 * time.Microsecond), ID: maxUUID},
 		{CreatedAt: at2.Add(-time.Nanosecond), ID: maxUUID},
 	}
+	// No run changes from here on: the expected listings are computed
+	// from one read of the runs as stored.
+	stored := h.storedRuns(all)
 	for _, shape := range []state.ListRunsParams{
 		{},
 		{WorkspaceID: state.DefaultWorkspace},
@@ -376,7 +400,7 @@ func (s *suite) testListingSharedCreatedAt(t *testing.T) {
 		for _, c := range cursors {
 			p := shape
 			p.After = c
-			want := h.listing(all, &p)
+			want := listingOf(stored, &p)
 			equal(t, "ListRuns("+describeListing(&p)+")", dump(h.listRuns(&p)), dump(want))
 			p.Limit = 2
 			equal(t, "pages of ListRuns("+describeListing(&p)+")", dump(orEmpty(h.walk(p, nil))), dump(want))
@@ -388,7 +412,7 @@ func (s *suite) testListingSharedCreatedAt(t *testing.T) {
 			{CreatedBefore: at2, After: &state.RunCursor{CreatedAt: at2, ID: maxUUID}},
 		} {
 			p.WorkspaceID, p.Status, p.ParentRunID = shape.WorkspaceID, shape.Status, shape.ParentRunID
-			equal(t, "ListRuns("+describeListing(&p)+")", dump(h.listRuns(&p)), dump(h.listing(all, &p)))
+			equal(t, "ListRuns("+describeListing(&p)+")", dump(h.listRuns(&p)), dump(listingOf(stored, &p)))
 		}
 	}
 	equal(t, "runs at the first instant", len(h.listRuns(&state.ListRunsParams{CreatedBefore: at2, CreatedAfter: at1})), 6)
