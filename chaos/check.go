@@ -1,10 +1,10 @@
 //go:build chaos
 
-// Package chaos is the chaos harness of issue 17: a mixed workload run
-// while processes are killed, frozen and restarted, and the checker (this
-// file) that verifies over the database, the warm store and the
-// side-effect log that nothing was lost, doubled or left behind.
 package chaos
+
+// The checker: it verifies over the database, the warm store and the
+// side-effect log that nothing was lost, doubled or left behind (the
+// package doc is in doc.go).
 
 import (
 	"bytes"

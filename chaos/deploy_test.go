@@ -37,31 +37,31 @@ var maintenanceFlags = []string{"--sweep-interval", "1s", "--timer-interval", "5
 // deployment is one harness's Starflow: its cluster, its NATS, its
 // service, its processes.
 type deployment struct {
-	t                  *testing.T
-	bin                string
-	dir                string
-	pg                 *pgCluster
-	nats               *natsServer
-	svc                *service
-	db                 *pgxpool.Pool
-	storeURL, warmURL  string
-	serverPort         int
-	serverURL          string
-	opKey, workerKey   string
-	server, remote     *proc
-	workers            []*proc
-	seed               uint64
-	faultsOn           atomic.Bool  // processes started now get STARFLOW_FAULTS
-	skew               atomic.Int64 // worker-3's clock skew, ns
-	wakeKeys           string
-	clientMu           sync.Mutex
-	op                 *client.Client
-	mu                 sync.Mutex
-	injected           map[string]int            // storage faults by action, from the processes' stderr
-	injectedPoints     map[string]int            // … by point
-	runnerIDs          map[string]map[string]bool // process name → runner ids it started as
-	startedLine        *regexp.Regexp
-	faultLine          *regexp.Regexp
+	t                 *testing.T
+	bin               string
+	dir               string
+	pg                *pgCluster
+	nats              *natsServer
+	svc               *service
+	db                *pgxpool.Pool
+	storeURL, warmURL string
+	serverPort        int
+	serverURL         string
+	opKey, workerKey  string
+	server, remote    *proc
+	workers           []*proc
+	seed              uint64
+	faultsOn          atomic.Bool  // processes started now get STARFLOW_FAULTS
+	skew              atomic.Int64 // worker-3's clock skew, ns
+	wakeKeys          string
+	clientMu          sync.Mutex
+	op                *client.Client
+	mu                sync.Mutex
+	injected          map[string]int             // storage faults by action, from the processes' stderr
+	injectedPoints    map[string]int             // … by point
+	runnerIDs         map[string]map[string]bool // process name → runner ids it started as
+	startedLine       *regexp.Regexp
+	faultLine         *regexp.Regexp
 }
 
 func newDeployment(t *testing.T, ctx context.Context, seed uint64) *deployment {

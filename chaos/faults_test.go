@@ -258,7 +258,7 @@ func (in *injector) measure(e *event, ids []string) {
 // recovery times of those that hit runs in flight.
 type faultSummary struct {
 	count, hit, unrecovered int
-	p50, p99               time.Duration
+	p50, p99                time.Duration
 }
 
 func (in *injector) summary() map[string]*faultSummary {
