@@ -189,14 +189,16 @@ func (d *deployment) processEnv(name string) func() []string {
 }
 
 // faultRules are the storage faults a process injects on itself through
-// the fault layer (docs/faults.md): a heartbeat that hangs past the lease,
-// failed queries and commits, slow writes. The server, which executes no
+// the fault layer (docs/faults.md): a heartbeat or any query that hangs
+// for 5 s (past the lease), failed queries and commits, slow writes. A
+// run's lease is mostly extended by its step writes, so heartbeats are
+// rare and the general hang rule gives most hangs. The server, which executes no
 // runs, gets fewer.
 func faultRules(seed uint64, server bool) string {
 	if server {
 		return fmt.Sprintf("seed=%d; query:*=fail@p0.0005; op:*=delay:100ms@p0.003", seed)
 	}
-	return fmt.Sprintf("seed=%d; query:refresh_lease=hang:5s@p0.004; commit=fail@p0.0008; query:*=fail@p0.0004; op:*=delay:150ms@p0.003", seed)
+	return fmt.Sprintf("seed=%d; query:refresh_lease=hang:5s@p0.01; query:*=hang:5s@p0.0002; commit=fail@p0.0008; query:*=fail@p0.0004; op:*=delay:150ms@p0.003", seed)
 }
 
 // sink reads every line a process prints: the fault layer's injections

@@ -156,13 +156,19 @@ func (in *injector) inject(ctx context.Context, kind string) {
 		e.at = time.Now()
 		// Tried a few times: the harness's own pooled connections may
 		// be the ones a PostgreSQL restart broke.
+		// A listener that is reconnecting (after a restart, or the
+		// previous drop: it backs off up to 5 s) is waited for, a while.
 		dropped, err := 0, error(nil)
-		for try := 0; try < 5 && (try == 0 || err != nil); try++ {
+		for try := 0; try < 20 && dropped == 0 && ctx.Err() == nil; try++ {
+			if try > 0 {
+				sleepCtx(ctx, 300*time.Millisecond)
+			}
 			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			err = d.db.QueryRow(qctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 				WHERE pid <> pg_backend_pid() AND query ILIKE 'listen %') t`).Scan(&dropped)
 			cancel()
 		}
+		e.at = time.Now()
 		if err != nil || dropped == 0 {
 			d.t.Logf("listen_drop: no LISTENing connection terminated (err %v): not counted", err)
 			return
