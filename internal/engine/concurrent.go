@@ -199,6 +199,15 @@ func (c *laneCancelled) Error() string {
 	return fmt.Sprintf("cancelled: lane %s of parallel step %s failed (fail_fast)", c.lane, c.stepID)
 }
 
+// notStepFailure reports whether a lane's err is neither a step's
+// recorded failure nor parking nor the run stopping: an error of the
+// engine or the store (a write that failed), which ends the attempt.
+func notStepFailure(err error) bool {
+	var sf *stepFailed
+	var lost *raceLost
+	return !errors.As(err, &sf) && !errors.Is(err, errParked) && !errors.As(err, &lost)
+}
+
 // raceLost is the cancellation cause of the lanes of a race that another
 // lane won: their steps in flight end cancelled (type cancelled, step rows
 // recorded cancelled).
@@ -307,7 +316,20 @@ func (rs *runState) execRace(ctx context.Context, f, body *frame, s *workflow.St
 	if winner < 0 {
 		for _, err := range errs {
 			if err != nil && errors.Is(err, errParked) {
-				return nil, err // a lane waits: the race is still open, whatever the others did
+				// A lane waits: the race is still open, whatever the
+				// others did — unless one of them ended with an error
+				// that is not its step's failure (a write of the store
+				// that failed): parking then would leave the run waiting
+				// with that lane's work unrecorded (found by the chaos
+				// harness: a race parked for its slow lane's hour-long
+				// wait after its fast lane's completion failed to commit).
+				// The attempt ends with that error instead.
+				for _, other := range errs {
+					if other != nil && notStepFailure(other) {
+						return nil, other
+					}
+				}
+				return nil, err
 			}
 		}
 		err := rs.joinError(errs)
