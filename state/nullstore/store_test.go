@@ -1,6 +1,11 @@
 package nullstore_test
 
 import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -8,6 +13,7 @@ import (
 
 	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/state/nullstore"
+	"github.com/starflow/starflow/state/sqlitestore"
 	"github.com/starflow/starflow/state/statetest"
 )
 
@@ -17,12 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // included.
 func TestConformance(t *testing.T) {
 	statetest.RunOpener(t, func(t *testing.T, hooks []state.TxHook) state.Adapter {
-		s, err := nullstore.Open(nullstore.Config{Hooks: hooks})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
+		return openCopy(t, hooks)
 	}, statetest.Options{SetCreatedAt: func(t *testing.T, a state.Adapter, at time.Time, ids ...string) {
 		t.Helper()
 		for _, id := range ids {
@@ -32,6 +33,96 @@ func TestConformance(t *testing.T) {
 			}
 		}
 	}})
+}
+
+// migrated is the serialization of an in-memory database migrated once
+// per test binary, through nullstore.Open.
+var migrated = sync.OnceValues(func() ([]byte, error) {
+	s, err := nullstore.Open(nullstore.Config{})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	var b []byte
+	err = rawConn(s.DB(), func(c serializer) error {
+		b, err = c.Serialize()
+		return err
+	})
+	return b, err
+})
+
+// serializer is the part of modernc.org/sqlite's connection that copies
+// a database to and from bytes (sqlite3_serialize, sqlite3_deserialize).
+type serializer interface {
+	Serialize() ([]byte, error)
+	Deserialize([]byte) error
+}
+
+// rawConn calls f with db's driver connection; db has one connection (an
+// in-memory database), so it is the database's only connection.
+func rawConn(db *sql.DB, f func(serializer) error) error {
+	c, err := db.Conn(context.Background())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Raw(func(dc any) error {
+		s, ok := dc.(serializer)
+		if !ok {
+			return fmt.Errorf("driver connection %T cannot serialize", dc)
+		}
+		return f(s)
+	})
+}
+
+// openCopy is nullstore.Open with the migrations copied instead of run:
+// the store's in-memory database is replaced by a copy of migrated, then
+// Migrate runs as in Open and finds nothing to do. Migrating took most of
+// each conformance case's time under -race (CI time, decision 235);
+// TestPrivate and TestOpenMigrates open through Open itself.
+func openCopy(t *testing.T, hooks []state.TxHook) state.Adapter {
+	t.Helper()
+	img, err := migrated()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlitestore.Open(sqlitestore.Config{Path: sqlitestore.Memory, Hooks: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := rawConn(s.DB(), func(c serializer) error { return c.Deserialize(img) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return &nullstore.Store{Store: s}
+}
+
+// TestOpenMigrates: Open's database has the schema of the copies the
+// conformance suite runs on.
+func TestOpenMigrates(t *testing.T) {
+	s, err := nullstore.Open(nullstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := openCopy(t, nil).(*nullstore.Store)
+	schema := func(db *sql.DB) string {
+		var out string
+		if err := db.QueryRowContext(t.Context(), `SELECT group_concat(type || ' ' || name || ': ' || coalesce(sql, ''), char(10)) FROM (SELECT * FROM sqlite_schema ORDER BY type, name)`).Scan(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got, want := schema(s.DB()), schema(c.DB())
+	if want == "" || !strings.Contains(want, "workflow_runs") {
+		t.Fatalf("the copy has no workflow_runs table:\n%s", want)
+	}
+	if got != want {
+		t.Fatalf("Open's schema differs from the copy's:\n%s\nwant:\n%s", got, want)
+	}
 }
 
 // TestPrivate: two Stores share nothing, and a Store is not durable.
