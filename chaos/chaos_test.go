@@ -80,8 +80,10 @@ func TestChaos(t *testing.T) {
 	d.restartAll()
 	d.pauseTicks(t, ctx)
 	dr.waitIdle(t, 4*time.Minute, "the runs to end after the faults")
-	waitAllEnded(t, ctx, d, 3*time.Minute)
-	waitOutboxDrained(t, ctx, d, 2*time.Minute)
+	// Every run of the database, children and ticks included, and every
+	// outbox row.
+	waitNone(t, ctx, d, "runs not ended", `SELECT count(*) FROM workflow_runs WHERE status NOT IN ('succeeded', 'failed', 'cancelled')`, 3*time.Minute)
+	waitNone(t, ctx, d, "outbox rows unapplied", `SELECT count(*) FROM mirror_outbox WHERE applied_at IS NULL`, 2*time.Minute)
 	// Two warm sweeps, so that a warm entry corrected by the sweep (NATS
 	// lost what it had acknowledged) is compared after its correction.
 	time.Sleep(7 * time.Second)
@@ -154,37 +156,20 @@ func (dr *driver) waitIdle(t *testing.T, timeout time.Duration, what string) {
 	}
 }
 
-// waitAllEnded waits until no run of the database (children and ticks
-// included) is left unended.
-func waitAllEnded(t *testing.T, ctx context.Context, d *deployment, timeout time.Duration) {
+// waitNone waits until the count query finds nothing left (what: what
+// is counted, for the log when the timeout passes first; the checker then
+// reports each one).
+func waitNone(t *testing.T, ctx context.Context, d *deployment, what, query string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		var n int
-		err := d.db.QueryRow(ctx, `SELECT count(*) FROM workflow_runs WHERE status NOT IN ('succeeded', 'failed', 'cancelled')`).Scan(&n)
+		err := d.db.QueryRow(ctx, query).Scan(&n)
 		if err == nil && n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Logf("%d runs not ended after %s (the checker says which)", n, timeout)
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
-// waitOutboxDrained waits until the mirror applied every outbox row.
-func waitOutboxDrained(t *testing.T, ctx context.Context, d *deployment, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		var n int
-		err := d.db.QueryRow(ctx, `SELECT count(*) FROM mirror_outbox WHERE applied_at IS NULL`).Scan(&n)
-		if err == nil && n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Logf("%d outbox rows unapplied after %s (err %v)", n, timeout, err)
+			t.Logf("%d %s left after %s (err %v; the checker says which)", n, what, timeout, err)
 			return
 		}
 		time.Sleep(250 * time.Millisecond)
