@@ -4,8 +4,11 @@ import (
 	"context"
 	"io/fs"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+
+	"github.com/starflow/starflow/internal/storecore"
 )
 
 // Query is the statement named name of queries.sql, for the plan tests.
@@ -35,3 +38,33 @@ func MigrateUpTo(ctx context.Context, s *Store, v int64) error {
 // by statement (the generic path of internal/storecore), not through the
 // dialect's one-statement StepBatcher.
 func StatementsOnly(c *Config) { c.statementsOnly = true }
+
+// StepWritesInTx runs each batch of ws through the store's StepBatcher,
+// all in one transaction, and commits it: the statements of group
+// commits, without the committer's timing. probe (when not nil) runs in
+// that transaction before the first batch and after the last.
+func StepWritesInTx(ctx context.Context, s *Store, probe func(pgx.Tx) error, ws ...[]*storecore.StepWrite) error {
+	d := &dialect{pool: s.pool}
+	c, err := d.Begin(ctx, storecore.TxOptions{})
+	if err != nil {
+		return err
+	}
+	t := c.(*tx)
+	defer func() { _ = t.Rollback(ctx) }()
+	if probe != nil {
+		if err := probe(t.Tx); err != nil {
+			return err
+		}
+	}
+	for _, batch := range ws {
+		if err := d.StepWrites(ctx, t, batch); err != nil {
+			return err
+		}
+	}
+	if probe != nil {
+		if err := probe(t.Tx); err != nil {
+			return err
+		}
+	}
+	return t.Commit(ctx)
+}

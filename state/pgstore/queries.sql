@@ -1235,41 +1235,76 @@ e AS (
 /*_sw_result*/
 
 -- name: sw_start_succeed
--- $7 kind, $8 try, $9 refuse a cancel request, $10 node_start and $11
--- node_complete payloads, $12 $13 the checkpoint's context and output
--- (or placeholders), $14 $15 their blob sums (NULL: inline), $16 $17 the
--- blobs' sums and data.
-/*_sw_fence*/
-prior AS (SELECT NULL::text AS status WHERE false),
+-- Many writes at once: every StepStartSucceed write of a batch (a step
+-- without external side effects) in one statement, so the batch's pure
+-- steps cost one statement's planning and executor start-up. Each array
+-- holds one element per write, in batch order: $1 run ids (canonical
+-- text), $2 runners, $3 epochs, $4 attempts, $5 scope paths, $6 step ids,
+-- $7 kinds, $8 tries, $9 refuse a cancel request, $10 node_start and $11
+-- node_complete payloads, $12 $13 the checkpoints' context and output (or
+-- placeholders), $14 $15 their blob sums (NULL: inline); $16 $17 $18 the
+-- blobs, flattened: each one's write (its ordinal, from 1), sum and data.
+-- Each write is fenced by its own run's lease (f: the runs locked in id
+-- order), so a stale lease writes nothing for that write's run and the
+-- others are written. One result row per write, in batch order, with the
+-- columns of the one-write statements.
+WITH w AS (
+     SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::text[], $6::text[], $7::text[],
+                          $8::int[], $9::bool[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[])
+            WITH ORDINALITY AS w(run_id, runner, epoch, attempt, scope_path, step_id, kind, try, refuse,
+                                 p_start, p_complete, cp_context, cp_output, context_blob, output_blob, ord)),
+f AS (
+     SELECT w.ord, r.workspace_id, r.env, r.attempt AS f_attempt, r.cancel_requested
+       FROM w JOIN workflow_runs r ON r.id = w.run_id::uuid AND r.leased_by = w.runner AND r.lease_epoch = w.epoch
+      WHERE r.claim_state IN ('claimed', 'running')
+      ORDER BY r.id
+        FOR UPDATE OF r),
 s AS (
      INSERT INTO workflow_steps AS st (run_id, attempt, scope_path, step_id, workspace_id, env,
                                        kind, status, tries, started_at, finished_at, duration_ms, updated_at)
-     SELECT $1::uuid, $4::int, $5::text, $6::text, f.workspace_id, f.env, $7::text, 'succeeded', $8::int,
+     SELECT w.run_id::uuid, w.attempt, w.scope_path, w.step_id, f.workspace_id, f.env, w.kind, 'succeeded', w.try,
             now(), now(), 0, now()
-       FROM f WHERE NOT ($9::bool AND f.cancel_requested)
+       FROM w JOIN f ON f.ord = w.ord WHERE NOT (w.refuse AND f.cancel_requested)
      ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
         SET status = 'succeeded', tries = excluded.tries, error = NULL, started_at = excluded.started_at,
             finished_at = excluded.finished_at, duration_ms = 0, updated_at = excluded.updated_at
       WHERE st.status <> 'succeeded' AND st.tries < excluded.tries
      RETURNING /*step_returning*/),
-/*_sw_run*/
+ws AS (
+     SELECT w.ord, s.* FROM s JOIN w ON (w.run_id, w.attempt, w.scope_path, w.step_id) = (s.s0, s.s1, s.s2, s.s3)),
+u AS (
+     UPDATE workflow_runs r SET updated_at = now()
+      WHERE r.id IN (SELECT s0::uuid FROM s)
+     RETURNING r.id::text AS u_id, /*run_returning*/),
 e AS (
      INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id, scope_path, payload_json)
-     SELECT $1::uuid, f.workspace_id, f.env, $4::int, x.typ, $6::text, $5::text, x.payload
-       FROM f, s, (VALUES (1, 'node_start', $10::json), (2, 'node_complete', $11::json)) AS x(ord, typ, payload)
-      ORDER BY x.ord
-     RETURNING id, created_at),
+     SELECT w.run_id::uuid, f.workspace_id, f.env, w.attempt, x.typ, w.step_id, w.scope_path, x.payload::json
+       FROM ws JOIN w ON w.ord = ws.ord JOIN f ON f.ord = w.ord,
+            LATERAL (VALUES (1, 'node_start', w.p_start), (2, 'node_complete', w.p_complete)) AS x(o, typ, payload)
+      ORDER BY w.ord, x.o
+     RETURNING id, run_id::text AS run_id, attempt, scope_path, node_id, created_at),
 b AS (
      INSERT INTO workflow_blobs AS wb (sha256, size_bytes, data)
-     SELECT DISTINCT ON (x.sum) x.sum, length(x.data), x.data FROM s, unnest($16::text[], $17::bytea[]) AS x(sum, data)
+     SELECT DISTINCT ON (x.sum) x.sum, length(x.data), x.data
+       FROM unnest($16::bigint[], $17::text[], $18::bytea[]) AS x(ord, sum, data)
+      WHERE x.ord IN (SELECT ord FROM ws)
      ON CONFLICT (sha256) DO UPDATE SET written_at = now()
       WHERE coalesce(wb.written_at, wb.created_at) < now() - interval '1 minute'),
 c AS (
      INSERT INTO workflow_run_checkpoints (run_id, scope_path, step_id, attempt, workspace_id, env,
                                            context_json, outputs_json, context_blob, outputs_blob)
-     SELECT $1::uuid, $5::text, $6::text, $4::int, f.workspace_id, f.env, $12::json, $13::json, $14::text, $15::text
-       FROM f, s)
-/*_sw_result*/
+     SELECT w.run_id::uuid, w.scope_path, w.step_id, w.attempt, f.workspace_id, f.env,
+            w.cp_context::json, w.cp_output::json, w.context_blob, w.output_blob
+       FROM ws JOIN w ON w.ord = ws.ord JOIN f ON f.ord = w.ord)
+SELECT f.ord IS NOT NULL, f.workspace_id, f.env, f.f_attempt, f.cancel_requested /*run_select*/,
+       s.s0 IS NOT NULL /*step_select*/, NULL::text, ev.ids, ev.at
+  FROM w LEFT JOIN f ON f.ord = w.ord
+         LEFT JOIN ws AS s ON s.ord = w.ord
+         LEFT JOIN u ON u.u_id = w.run_id AND s.ord IS NOT NULL
+         LEFT JOIN (SELECT run_id, attempt, scope_path, node_id, array_agg(id ORDER BY id) AS ids, min(created_at) AS at
+                      FROM e GROUP BY run_id, attempt, scope_path, node_id) AS ev
+                ON (ev.run_id, ev.attempt, ev.scope_path, ev.node_id) = (w.run_id, w.attempt, w.scope_path, w.step_id)
+ ORDER BY w.ord;
 
 -- name: sw_retry
 -- $7 try, $8 error, $9 node_retry payload.
@@ -1591,16 +1626,18 @@ SELECT workspace_id, name, (spec_json -> 'retention')::text
 -- name: gc_runs
 -- The next $4 ended runs after the cursor ($1 instant, $2 id) that ended
 -- before now + $3 (the shortest retention) and have no parent: a walk of
--- idx_workflow_runs_retention. The core decides which of them are due.
+-- idx_workflow_runs_ended (ended_at: coalesce(completed_at, updated_at)
+-- once the claim state is complete, failed or abandoned; migration 00021).
+-- The core decides which of them are due.
 SELECT r.id::text, r.workspace_id, r.workflow_name, r.status, r.dead_lettered,
-       coalesce(r.completed_at, r.updated_at), now()
+       r.ended_at, now()
   FROM workflow_runs r
- WHERE r.claim_state IN ('complete', 'failed', 'abandoned')
-   AND coalesce(r.completed_at, r.updated_at) < now() + $3::bigint * interval '1 microsecond'
-   AND (coalesce(r.completed_at, r.updated_at), r.id) > ($1::timestamptz, $2::uuid)
+ WHERE r.ended_at IS NOT NULL
+   AND r.ended_at < now() + $3::bigint * interval '1 microsecond'
+   AND (r.ended_at, r.id) > ($1::timestamptz, $2::uuid)
    AND (r.parent_run_id IS NULL
         OR NOT EXISTS (SELECT 1 FROM workflow_runs p WHERE p.id = r.parent_run_id))
- ORDER BY coalesce(r.completed_at, r.updated_at), r.id
+ ORDER BY r.ended_at, r.id
  LIMIT $4
    FOR UPDATE OF r SKIP LOCKED;
 

@@ -27,8 +27,10 @@ var stepStatements = map[storecore.StepOp]struct {
 }
 
 // StepWrites implements storecore.StepBatcher: every write is one sw_*
-// statement, and all of them go to the server in one pipeline (a pgx
-// batch) inside t, so a batch of writes costs one round trip.
+// statement, except that all of the batch's StepStartSucceed writes
+// (steps without external side effects) share one, sw_start_succeed over
+// arrays (manyArgs); the statements go to the server in one pipeline (a
+// pgx batch) inside t, so a batch of writes costs one round trip.
 func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storecore.StepWrite) error {
 	b := &pgx.Batch{}
 	c := t.(*tx)
@@ -36,10 +38,20 @@ func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storec
 		b.Queue(setLockTimeout, c.lockTimeout) // in the pipeline: no round trip of its own
 		c.lockTimeout = ""
 	}
+	var many [2][]*storecore.StepWrite // the StepStartSucceed writes, without and with WantRun
+	var manyIDs [2][]string
 	for _, w := range ws {
 		id, ok := storecore.CanonicalID(w.Key.RunID)
 		if !ok {
 			continue // no run has that id: not fenced
+		}
+		if w.Op == storecore.StepStartSucceed {
+			v := 0
+			if w.WantRun {
+				v = 1
+			}
+			many[v], manyIDs[v] = append(many[v], w), append(manyIDs[v], id)
+			continue
 		}
 		args, err := stepArgs(id, w)
 		if err != nil {
@@ -51,6 +63,38 @@ func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storec
 		}
 		b.Queue(query(name), args...).QueryRow(func(r pgx.Row) error { return scanStepWrite(r, id, w) })
 	}
+	for v, group := range many {
+		if len(group) == 0 {
+			continue
+		}
+		args, err := manyArgs(manyIDs[v], group)
+		if err != nil {
+			return err
+		}
+		name := "sw_start_succeed"
+		if v == 1 {
+			name += "_run"
+		}
+		ids := manyIDs[v]
+		b.Queue(query(name), args...).Query(func(rows pgx.Rows) error {
+			i := 0
+			for ; rows.Next(); i++ {
+				if i >= len(group) {
+					return fmt.Errorf("step writes: %s returned more than %d rows", name, len(group))
+				}
+				if err := scanStepWrite(rows, ids[i], group[i]); err != nil {
+					return err
+				}
+			}
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("step writes: %w", translate(err))
+			}
+			if i != len(group) {
+				return fmt.Errorf("step writes: %s returned %d rows for %d writes", name, i, len(group))
+			}
+			return nil
+		})
+	}
 	if b.Len() == 0 {
 		return nil
 	}
@@ -60,27 +104,70 @@ func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storec
 	return nil
 }
 
+// manyArgs are the arguments of sw_start_succeed for the writes ws of
+// runs ids (queries.sql): one array per column, one element per write,
+// and the writes' blobs flattened with their writes' ordinals (from 1).
+func manyArgs(ids []string, ws []*storecore.StepWrite) ([]any, error) {
+	n := len(ws)
+	var (
+		runners                   = make([]string, n)
+		epochs                    = make([]int64, n)
+		attempts, tries           = make([]int32, n), make([]int32, n)
+		scopes, steps, kinds      = make([]string, n), make([]string, n), make([]string, n)
+		refuse                    = make([]bool, n)
+		starts, completes         = make([]*string, n), make([]*string, n)
+		contexts, outputs         = make([]*string, n), make([]*string, n)
+		contextBlobs, outputBlobs = make([]*string, n), make([]*string, n)
+		blobOwners                []int64
+		blobSums                  []string
+		blobData                  [][]byte
+	)
+	for i, w := range ws {
+		payloads, err := eventPayloads(w)
+		if err != nil {
+			return nil, err
+		}
+		var cp storecore.CheckpointIn
+		if w.Checkpoint != nil {
+			cp = *w.Checkpoint
+		}
+		runners[i], epochs[i], attempts[i], scopes[i], steps[i] = w.Lease.RunnerID, w.Lease.Epoch, int32(w.Key.Attempt), w.Key.ScopePath, w.Key.StepID
+		kinds[i], tries[i], refuse[i] = w.Kind, int32(w.Try), w.RefuseCancelled
+		starts[i], completes[i] = textOrNull(payloads[0]), textOrNull(payloads[1])
+		contexts[i], outputs[i] = textOrNull(string(cp.Context)), textOrNull(string(cp.Output))
+		contextBlobs[i], outputBlobs[i] = textOrNull(cp.ContextBlob), textOrNull(cp.OutputBlob)
+		for _, bl := range w.Blobs {
+			blobOwners, blobSums, blobData = append(blobOwners, int64(i+1)), append(blobSums, bl.Sum), append(blobData, bl.Data)
+		}
+	}
+	return []any{ids, runners, epochs, attempts, scopes, steps, kinds, tries, refuse, starts, completes,
+		contexts, outputs, contextBlobs, outputBlobs, blobOwners, blobSums, blobData}, nil
+}
+
+// textOrNull is s, or NULL when s is empty.
+func textOrNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 // stepArgs are the arguments of w's sw_* statement (queries.sql).
 func stepArgs(id string, w *storecore.StepWrite) ([]any, error) {
-	want := stepStatements[w.Op].events
-	if len(w.Events) != len(want) {
-		return nil, fmt.Errorf("step write %s: %d events, its statement appends %v", w.Key.StepID, len(w.Events), want)
+	ps, err := eventPayloads(w)
+	if err != nil {
+		return nil, err
 	}
-	payloads := make([]any, len(w.Events))
-	for i, e := range w.Events {
-		if e.Type != want[i] {
-			return nil, fmt.Errorf("step write %s: event %s, its statement appends %v", w.Key.StepID, e.Type, want)
-		}
-		if len(e.Payload) > 0 {
-			payloads[i] = string(e.Payload)
+	payloads := make([]any, len(ps))
+	for i, p := range ps {
+		if p != "" {
+			payloads[i] = p
 		}
 	}
 	args := []any{id, w.Lease.RunnerID, w.Lease.Epoch, w.Key.Attempt, w.Key.ScopePath, w.Key.StepID}
 	switch w.Op {
 	case storecore.StepStart:
 		args = append(args, w.Kind, w.Try, w.RefuseCancelled, payloads[0])
-	case storecore.StepStartSucceed:
-		args = append(append(args, w.Kind, w.Try, w.RefuseCancelled, payloads[0], payloads[1]), checkpointArgs(w)...)
 	case storecore.StepRetry:
 		args = append(args, w.Try, w.Error, payloads[0])
 	case storecore.StepSucceed:
@@ -91,6 +178,23 @@ func stepArgs(id string, w *storecore.StepWrite) ([]any, error) {
 		args = append(args, w.Kind, payloads[0])
 	}
 	return args, nil
+}
+
+// eventPayloads are the payloads of w's events ("" for none), checked
+// against the events its statement appends.
+func eventPayloads(w *storecore.StepWrite) ([]string, error) {
+	want := stepStatements[w.Op].events
+	if len(w.Events) != len(want) {
+		return nil, fmt.Errorf("step write %s: %d events, its statement appends %v", w.Key.StepID, len(w.Events), want)
+	}
+	payloads := make([]string, len(w.Events))
+	for i, e := range w.Events {
+		if e.Type != want[i] {
+			return nil, fmt.Errorf("step write %s: event %s, its statement appends %v", w.Key.StepID, e.Type, want)
+		}
+		payloads[i] = string(e.Payload)
+	}
+	return payloads, nil
 }
 
 // checkpointArgs are a success's checkpoint and blob arguments.
