@@ -1235,8 +1235,45 @@ e AS (
 /*_sw_result*/
 
 -- name: sw_start_succeed
--- Many writes at once: every StepStartSucceed write of a batch (a step
--- without external side effects) in one statement, so the batch's pure
+-- $7 kind, $8 try, $9 refuse a cancel request, $10 node_start and $11
+-- node_complete payloads, $12 $13 the checkpoint's context and output
+-- (or placeholders), $14 $15 their blob sums (NULL: inline), $16 $17 the
+-- blobs' sums and data.
+/*_sw_fence*/
+prior AS (SELECT NULL::text AS status WHERE false),
+s AS (
+     INSERT INTO workflow_steps AS st (run_id, attempt, scope_path, step_id, workspace_id, env,
+                                       kind, status, tries, started_at, finished_at, duration_ms, updated_at)
+     SELECT $1::uuid, $4::int, $5::text, $6::text, f.workspace_id, f.env, $7::text, 'succeeded', $8::int,
+            now(), now(), 0, now()
+       FROM f WHERE NOT ($9::bool AND f.cancel_requested)
+     ON CONFLICT (run_id, attempt, scope_path, step_id) DO UPDATE
+        SET status = 'succeeded', tries = excluded.tries, error = NULL, started_at = excluded.started_at,
+            finished_at = excluded.finished_at, duration_ms = 0, updated_at = excluded.updated_at
+      WHERE st.status <> 'succeeded' AND st.tries < excluded.tries
+     RETURNING /*step_returning*/),
+/*_sw_run*/
+e AS (
+     INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, node_id, scope_path, payload_json)
+     SELECT $1::uuid, f.workspace_id, f.env, $4::int, x.typ, $6::text, $5::text, x.payload
+       FROM f, s, (VALUES (1, 'node_start', $10::json), (2, 'node_complete', $11::json)) AS x(ord, typ, payload)
+      ORDER BY x.ord
+     RETURNING id, created_at),
+b AS (
+     INSERT INTO workflow_blobs AS wb (sha256, size_bytes, data)
+     SELECT DISTINCT ON (x.sum) x.sum, length(x.data), x.data FROM s, unnest($16::text[], $17::bytea[]) AS x(sum, data)
+     ON CONFLICT (sha256) DO UPDATE SET written_at = now()
+      WHERE coalesce(wb.written_at, wb.created_at) < now() - interval '1 minute'),
+c AS (
+     INSERT INTO workflow_run_checkpoints (run_id, scope_path, step_id, attempt, workspace_id, env,
+                                           context_json, outputs_json, context_blob, outputs_blob)
+     SELECT $1::uuid, $5::text, $6::text, $4::int, f.workspace_id, f.env, $12::json, $13::json, $14::text, $15::text
+       FROM f, s)
+/*_sw_result*/
+
+-- name: sw_start_succeed_many
+-- Many writes at once: the StepStartSucceed writes of a batch (steps
+-- without external side effects), two or more, in one statement, so the batch's pure
 -- steps cost one statement's planning and executor start-up. Each array
 -- holds one element per write, in batch order: $1 run ids (canonical
 -- text), $2 runners, $3 epochs, $4 attempts, $5 scope paths, $6 step ids,

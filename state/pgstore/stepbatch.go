@@ -27,9 +27,10 @@ var stepStatements = map[storecore.StepOp]struct {
 }
 
 // StepWrites implements storecore.StepBatcher: every write is one sw_*
-// statement, except that all of the batch's StepStartSucceed writes
-// (steps without external side effects) share one, sw_start_succeed over
-// arrays (manyArgs); the statements go to the server in one pipeline (a
+// statement, except that the batch's StepStartSucceed writes (steps
+// without external side effects), when there are several, share one:
+// sw_start_succeed_many over arrays (manyArgs; a lone one is cheaper as
+// sw_start_succeed). The statements go to the server in one pipeline (a
 // pgx batch) inside t, so a batch of writes costs one round trip.
 func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storecore.StepWrite) error {
 	b := &pgx.Batch{}
@@ -40,16 +41,19 @@ func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storec
 	}
 	var many [2][]*storecore.StepWrite // the StepStartSucceed writes, without and with WantRun
 	var manyIDs [2][]string
+	pure := [2]int{} // the StepStartSucceed writes of each variant
+	for _, w := range ws {
+		if w.Op == storecore.StepStartSucceed {
+			pure[boolIndex(w.WantRun)]++
+		}
+	}
 	for _, w := range ws {
 		id, ok := storecore.CanonicalID(w.Key.RunID)
 		if !ok {
 			continue // no run has that id: not fenced
 		}
-		if w.Op == storecore.StepStartSucceed {
-			v := 0
-			if w.WantRun {
-				v = 1
-			}
+		if w.Op == storecore.StepStartSucceed && pure[boolIndex(w.WantRun)] > 1 {
+			v := boolIndex(w.WantRun)
 			many[v], manyIDs[v] = append(many[v], w), append(manyIDs[v], id)
 			continue
 		}
@@ -71,7 +75,7 @@ func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storec
 		if err != nil {
 			return err
 		}
-		name := "sw_start_succeed"
+		name := "sw_start_succeed_many"
 		if v == 1 {
 			name += "_run"
 		}
@@ -104,7 +108,15 @@ func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storec
 	return nil
 }
 
-// manyArgs are the arguments of sw_start_succeed for the writes ws of
+// boolIndex is 1 for true, 0 for false.
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// manyArgs are the arguments of sw_start_succeed_many for the writes ws of
 // runs ids (queries.sql): one array per column, one element per write,
 // and the writes' blobs flattened with their writes' ordinals (from 1).
 func manyArgs(ids []string, ws []*storecore.StepWrite) ([]any, error) {
@@ -170,6 +182,8 @@ func stepArgs(id string, w *storecore.StepWrite) ([]any, error) {
 		args = append(args, w.Kind, w.Try, w.RefuseCancelled, payloads[0])
 	case storecore.StepRetry:
 		args = append(args, w.Try, w.Error, payloads[0])
+	case storecore.StepStartSucceed:
+		args = append(append(args, w.Kind, w.Try, w.RefuseCancelled, payloads[0], payloads[1]), checkpointArgs(w)...)
 	case storecore.StepSucceed:
 		args = append(append(args, w.Try, payloads[0]), checkpointArgs(w)...)
 	case storecore.StepFail:

@@ -145,13 +145,12 @@ func TestStepWritesUpdateRunsInPlace(t *testing.T) {
 		t.Errorf("indexes of workflow_runs covering updated_at (every step write then updates every index): %v", covering)
 	}
 
-	c, l := startedRun(t, s)
-	r := c
+	r, l := startedRun(t, s)
 	var batches [][]*storecore.StepWrite
 	for i := range 3 {
 		step := fmt.Sprintf("s%d", i)
 		batches = append(batches, []*storecore.StepWrite{{Op: storecore.StepStartSucceed,
-			Key: state.StepKey{RunID: r.ID, Attempt: c.Attempt, StepID: step}, Lease: l, Kind: "context_set", Try: 1,
+			Key: state.StepKey{RunID: r.ID, Attempt: r.Attempt, StepID: step}, Lease: l, Kind: "context_set", Try: 1,
 			Events:     []storecore.EventIn{{Type: starflowtype.EventNodeStart}, {Type: starflowtype.EventNodeComplete}},
 			Checkpoint: &storecore.CheckpointIn{Context: []byte(`{}`), Output: []byte(`1`)}}})
 	}
