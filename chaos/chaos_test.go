@@ -112,6 +112,9 @@ func TestChaos(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	if n := dr.signalsLost.Load(); n > 0 {
+		t.Errorf("%d runs' signals were not taken by the server within %s after the faults (their runs wait for them)", n, signalPatience)
+	}
 	if n := len(report.Violations); n > 0 {
 		for _, p := range d.all() {
 			t.Logf("--- last lines of %s:\n%s", p.name, p.tail())
@@ -285,8 +288,9 @@ func printTable(w io.Writer, d *deployment, dr *driver, in *injector, r *Report,
 	fmt.Fprintf(w, "\n== chaos run: seed %d, faults for %s, %s in all\n", *flagSeed, tt.chaosTo.Sub(tt.chaosFrom).Round(time.Second), time.Since(tt.began).Round(time.Second))
 	fmt.Fprintf(w, "runs %d (succeeded %d, failed %d, cancelled %d), steps finished %d\n", runs, succeeded, failed, cancelled, steps)
 	fmt.Fprintf(w, "side effects: %d requests, %d applied, %d refused as stale (fenced), %d failed on purpose (503)\n", len(effects), accepted, stale, flaky)
-	fmt.Fprintf(w, "wakes by token: %d posted, %d applied, %d answered closed; enqueue retries %d, signal retries %d\n",
-		d.svc.wakesSent.Load(), d.svc.wakesApplied.Load(), d.svc.wakesClosed.Load(), dr.enqueueRetries.Load(), dr.signalRetries.Load())
+	fmt.Fprintf(w, "wakes by token: %d posted, %d applied, %d answered closed; enqueue retries %d, signal retries %d, signals not taken %d\n",
+		d.svc.wakesSent.Load(), d.svc.wakesApplied.Load(), d.svc.wakesClosed.Load(), dr.enqueueRetries.Load(), dr.signalRetries.Load(),
+		dr.signalsLost.Load())
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nfault\tinjected\thit runs in flight\trecovery p50\trecovery p99\tnot recovered in 90 s")

@@ -513,8 +513,8 @@ func jsonEqual(a, b json.RawMessage) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// history is the run's row, its waits, its last events in order and its
-// side effects, one short line each.
+// history is the run's row, its waits, its wake inbox entries, its last
+// events in order and its side effects, one short line each.
 func (c *checker) history(ctx context.Context, runID string) ([]string, error) {
 	if runID == "" || !looksLikeUUID(runID) {
 		return []string{"(no run)"}, nil
@@ -543,6 +543,21 @@ func (c *checker) history(ctx context.Context, runID string) ([]string, error) {
 			return nil, err
 		}
 		h = append(h, fmt.Sprintf("wait %s step %s %s attempt %d: %s", id, step, kind, a, st))
+	}
+	rows.Close()
+	rows, err = c.in.DB.Query(ctx, `SELECT signal, created_at, consumed_at FROM workflow_wake_inbox WHERE run_id = $1 ORDER BY seq`, runID)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var signal string
+		var at time.Time
+		var consumed *time.Time
+		if err := rows.Scan(&signal, &at, &consumed); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		h = append(h, fmt.Sprintf("inbox %s at %s, consumed %s", signal, fmtTime(&at), fmtTime(consumed)))
 	}
 	rows.Close()
 	rows, err = c.in.DB.Query(ctx, `SELECT * FROM (SELECT id, attempt, event_type, coalesce(node_id, ''), scope_path, created_at,

@@ -31,7 +31,12 @@ type driver struct {
 	seq     atomic.Int64
 
 	enqueueRetries, signalRetries atomic.Int64
+	signalsLost                   atomic.Int64 // signals not taken within signalPatience
 }
+
+// signalPatience bounds how long the driver keeps sending a run's signal,
+// the end of the phase that enqueued it included.
+const signalPatience = 3 * time.Minute
 
 type sample struct {
 	at    time.Time
@@ -73,16 +78,23 @@ func (dr *driver) start(ctx context.Context, workflow string, n int) (string, er
 	dr.mu.Unlock()
 	if workflow == "chaos-waits" {
 		// Sent at once: a signal that arrives before its wait is held
-		// in the wake inbox and consumed when the wait registers.
+		// in the wake inbox and consumed when the wait registers. It is
+		// sent even after ctx (the phase) ends: a run whose signal the
+		// harness gave up on would wait for it for ever, and the checker
+		// would blame the engine (seen: a run enqueued 6 s before the end
+		// of the chaos phase, while the server was down).
+		sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), signalPatience)
+		defer stop()
 		payload, _ := json.Marshal(map[string]int64{"go": value(int64(n))})
 		for try := 0; ; try++ {
 			if try > 0 {
 				dr.signalRetries.Add(1)
-				if !sleepCtx(ctx, 200*time.Millisecond) {
-					return id, ctx.Err()
+				if !sleepCtx(sctx, 200*time.Millisecond) {
+					dr.signalsLost.Add(1)
+					return id, fmt.Errorf("signal go to run %s: not taken in %s", id, signalPatience)
 				}
 			}
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			cctx, cancel := context.WithTimeout(sctx, 5*time.Second)
 			_, err := dr.d.client().Signal(cctx, id, "go", payload)
 			cancel()
 			if err == nil {
