@@ -323,7 +323,7 @@ func (s *Store) savepoints(batch []*job) error {
 // a hook refused one of the writes.
 func (s *Store) pipeline(batch []*job) error {
 	ctx := context.Background()
-	tx, err := s.begin(ctx, TxOptions{LockTimeout: s.cfg.BatchLockTimeout})
+	tx, err := s.begin(ctx, TxOptions{LockTimeout: s.cfg.BatchLockTimeout, ByKey: true})
 	if err != nil {
 		return errWhole{err}
 	}

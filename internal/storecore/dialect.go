@@ -74,6 +74,12 @@ type TxOptions struct {
 	// LockTimeout bounds each lock wait of the transaction (PostgreSQL:
 	// SET LOCAL lock_timeout); 0 is the database's default.
 	LockTimeout time.Duration
+	// ByKey says that every statement of the transaction reaches the
+	// rows it reads by their keys, so no plan should scan a whole table
+	// (PostgreSQL: SET LOCAL enable_seqscan = off). A generic plan made
+	// while a table held a page or two would scan it otherwise, and keeps
+	// doing so as the table grows until the next ANALYZE replans it.
+	ByKey bool
 }
 
 // Conn runs SQL text on a driver: a pool, or an open transaction (which

@@ -240,34 +240,18 @@ func isNotFound(err error) bool {
 // columns a query selects after it into more.
 func scanRun(row Row, more ...any) (*starflowtype.Run, error) {
 	var r starflowtype.Run
-	var status, claim, mode, trigger string
-	err := row.Scan(append([]any{&r.ID, &r.WorkspaceID, &r.Env, &r.DefinitionID, &r.WorkflowName,
-		&r.WorkflowRevision, &r.TemplateID, &status, &claim, &r.RunnerPool,
-		&r.Priority, &r.LeasedBy, &r.LeaseUntil, &r.LeaseEpoch, &r.LastHeartbeat, &r.ClaimAttempts,
-		&r.Attempt, &r.MaxAttempts, &r.AvailableAt, &mode, &trigger, &r.ParentRunID,
-		&r.IdempotencyKey, &r.Input, &r.Output, &r.Checkpoint, &r.Phase,
-		&r.Error, &r.DeadLettered, &r.CancelRequested, &r.CreatedAt, &r.StartedAt, &r.CompletedAt,
-		&r.DurationMS, &r.UpdatedAt, &r.AttemptStartedAt, &r.ErrorDetail,
-		&r.TraceID, &r.TraceParent}, more...)...)
-	if err != nil {
+	if err := row.Scan(append(runFields(&r), more...)...); err != nil {
 		return nil, err
 	}
-	r.Status = starflowtype.RunStatus(status)
-	r.ClaimState = starflowtype.ClaimState(claim)
-	r.RecoveryMode = starflowtype.RecoveryMode(mode)
-	r.TriggerType = starflowtype.TriggerType(trigger)
 	return &r, nil
 }
 
 // scanStep reads the step_columns list of the dialects' queries.
 func scanStep(row Row) (*starflowtype.Step, error) {
 	var st starflowtype.Step
-	var status string
-	if err := row.Scan(&st.RunID, &st.Attempt, &st.ScopePath, &st.StepID, &st.Kind, &status, &st.Tries,
-		&st.StartedAt, &st.FinishedAt, &st.DurationMS, &st.Error, &st.UpdatedAt); err != nil {
+	if err := row.Scan(stepFields(&st)...); err != nil {
 		return nil, err
 	}
-	st.Status = starflowtype.StepStatus(status)
 	return &st, nil
 }
 

@@ -170,7 +170,11 @@ func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflo
 
 // ClaimRuns implements state.Adapter: one conditional UPDATE of the best
 // claimable runs (PostgreSQL: its subquery locks them FOR UPDATE SKIP
-// LOCKED) and their run_claimed events, in one transaction.
+// LOCKED) and their run_claimed events, in one transaction. With p.Start
+// each run is also started, as OnRunStart would: in the claim's own
+// UPDATE where the dialect has its *_start form (PostgreSQL: one new row
+// version a run, not two), else by run_start after it; either way the
+// run_claimed and run_started (run_resumed) events are one statement.
 func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*starflowtype.Run, error) {
 	var out []*starflowtype.Run
 	_, err := s.write(ctx, state.OpClaimRun, "", false, func(t *txn) error {
@@ -187,17 +191,28 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 				query = "claim_run_family"
 			}
 		}
+		started := p.Start && s.queries[query+"_start"] != ""
+		if started {
+			query = query + "_start" // PostgreSQL's (queries_test.go: pgClaimStart)
+		}
 		rows, err := t.tx.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}
+		prior := map[string]string{} // a run's status before the claim
 		for rows.Next() {
-			r, err := scanRun(rows)
+			var before string
+			var more []any
+			if started {
+				more = []any{&before}
+			}
+			r, err := scanRun(rows, more...)
 			if err != nil {
 				rows.Close()
 				return err
 			}
 			out = append(out, r)
+			prior[r.ID] = cmp.Or(before, string(r.Status))
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -212,15 +227,21 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 			return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.AvailableAt.Compare(b.AvailableAt), a.CreatedAt.Compare(b.CreatedAt))
 		})
 		for i, r := range out {
-			m := runMeta{id: r.ID, workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt, status: string(r.Status)}
-			payload := marshal(map[string]any{"runner_id": p.RunnerID, "lease_epoch": r.LeaseEpoch})
-			if err := t.event(ctx, m, r.ID, 0, starflowtype.EventRunClaimed, "", "", payload); err != nil {
-				return err
-			}
-			if p.Start {
-				if out[i], err = t.startRun(ctx, m, r.Lease()); err != nil {
+			m := runMeta{id: r.ID, workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt, status: prior[r.ID]}
+			claimed := EventIn{Type: starflowtype.EventRunClaimed, Payload: leasePayload(r.Lease())}
+			if !p.Start {
+				if err := t.event(ctx, m, r.ID, 0, claimed.Type, "", "", claimed.Payload); err != nil {
 					return err
 				}
+				continue
+			}
+			if !started {
+				if out[i], err = scanRun(t.tx.QueryRow(ctx, "run_start", m.id)); err != nil {
+					return err
+				}
+			}
+			if err := t.eventPair(ctx, m, claimed, startEvent(m, r.Lease())); err != nil {
+				return err
 			}
 		}
 		if len(out) == 1 {
@@ -263,20 +284,30 @@ func (s *Store) OnRunStart(ctx context.Context, p *state.RunStartParams) (*starf
 	return run, nil
 }
 
-// startRun writes the start of fenced (or just claimed) run m: status
-// running and a run_started event, or run_resumed for a run woken from a
-// pause (it continues its attempt).
+// startRun writes the start of fenced run m: status running and a
+// run_started event, or run_resumed for a run woken from a pause (it
+// continues its attempt).
 func (t *txn) startRun(ctx context.Context, m runMeta, l starflowtype.Lease) (*starflowtype.Run, error) {
 	r, err := scanRun(t.tx.QueryRow(ctx, "run_start", m.id))
 	if err != nil {
 		return nil, err
 	}
-	payload := marshal(map[string]any{"runner_id": l.RunnerID, "lease_epoch": l.Epoch})
+	e := startEvent(m, l)
+	return r, t.event(ctx, m, m.id, 0, e.Type, "", "", e.Payload)
+}
+
+// startEvent is the event of run m's start under lease l.
+func startEvent(m runMeta, l starflowtype.Lease) EventIn {
 	typ := starflowtype.EventRunStarted
 	if m.status == string(starflowtype.RunPaused) {
 		typ = starflowtype.EventRunResumed
 	}
-	return r, t.event(ctx, m, m.id, 0, typ, "", "", payload)
+	return EventIn{Type: typ, Payload: leasePayload(l)}
+}
+
+// leasePayload is the payload of the events of a claim and a start.
+func leasePayload(l starflowtype.Lease) json.RawMessage {
+	return marshal(map[string]any{"runner_id": l.RunnerID, "lease_epoch": l.Epoch})
 }
 
 // RefreshLease implements state.Adapter.

@@ -1,6 +1,7 @@
 package storecore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -346,6 +347,29 @@ func (t *txn) event(ctx context.Context, m runMeta, runID string, attempt int, t
 	}
 	t.ch.Events = append(t.ch.Events, ev)
 	return nil
+}
+
+// eventPair appends two run-level events of run m in one statement
+// (insert_event_pair), a before b.
+func (t *txn) eventPair(ctx context.Context, m runMeta, a, b EventIn) error {
+	rows, err := t.tx.Query(ctx, "insert_event_pair", m.id, m.workspace, m.env, m.attempt, nil, "",
+		string(a.Type), a.Payload, string(b.Type), b.Payload)
+	if err != nil {
+		return fmt.Errorf("insert %s and %s events: %w", a.Type, b.Type, err)
+	}
+	defer rows.Close()
+	for _, e := range []EventIn{a, b} {
+		ev := &starflowtype.Event{RunID: m.id, Attempt: m.attempt, Type: e.Type, Payload: e.Payload}
+		if !rows.Next() {
+			return fmt.Errorf("insert %s and %s events: %w", a.Type, b.Type, cmp.Or(rows.Err(), ErrNoRows))
+		}
+		if err := rows.Scan(&ev.ID, &ev.CreatedAt); err != nil {
+			return fmt.Errorf("insert %s and %s events: %w", a.Type, b.Type, err)
+		}
+		t.ch.Events = append(t.ch.Events, ev)
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 func isNoRows(err error) bool { return errors.Is(err, ErrNoRows) }

@@ -167,15 +167,16 @@ const (
 	codeDeadlock        = "40P01"
 )
 
-// Begin opens a transaction. A lock timeout is set by the transaction's
-// first statement (or queued first in a pipeline), not by a round trip of
-// its own.
+// Begin opens a transaction on a connection of the pool. Nothing is sent
+// yet: BEGIN, and the lock timeout and planner setting of opts, go to the server in
+// one pipeline with the transaction's first statement (tx.send), so a
+// transaction costs one round trip fewer than pgx's Begin would.
 func (d *dialect) Begin(ctx context.Context, opts storecore.TxOptions) (storecore.Conn, error) {
-	t, err := d.pool.Begin(ctx)
+	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c := &tx{Tx: t}
+	c := &tx{conn: conn, channel: d.channel, byKey: opts.ByKey}
 	if opts.LockTimeout > 0 {
 		c.lockTimeout = fmt.Sprintf("%dms", opts.LockTimeout.Milliseconds())
 	}
@@ -186,15 +187,25 @@ func (d *dialect) Begin(ctx context.Context, opts storecore.TxOptions) (storecor
 const setLockTimeout = "SELECT set_config('lock_timeout', $1, true)"
 
 // Notify sends pg_notify on the store's channel for each pool (” = any):
-// delivered when the transaction commits, never when it rolls back.
+// delivered when the transaction commits, never when it rolls back. In a
+// transaction of the store's own the notifications wait for Commit and go
+// in COMMIT's pipeline.
 func (d *dialect) Notify(ctx context.Context, t storecore.Conn, pools []string) error {
+	c := t.(*tx)
+	if c.conn != nil {
+		c.notify = append(c.notify, pools...)
+		return nil
+	}
 	for _, pool := range pools {
-		if _, err := t.Exec(ctx, "SELECT pg_notify($1, $2)", d.channel, pool); err != nil {
+		if _, err := t.Exec(ctx, notifyStatement, d.channel, pool); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// notifyStatement sends a notification ($1 channel, $2 payload).
+const notifyStatement = "SELECT pg_notify($1, $2)"
 
 // Lock takes the transaction advisory lock of key in this schema: it
 // serialises the registration of waits and the delivery of signals that
@@ -260,46 +271,212 @@ var badValue = map[string]string{
 	"54000": "a value is too large to store",
 }
 
-// tx is one write transaction; lockTimeout, until sent, is the
-// lock_timeout its first statement sets.
+// tx is one write transaction: its own, on conn (Begin), or a savepoint
+// of a caller's transaction, sp (Store.EnqueueTx). Until begun, BEGIN has
+// not been sent; until lockTimeout is "", the lock timeout has not been
+// set: both go in the pipeline of the next statement. notify are the
+// pools Commit notifies (Notify).
 type tx struct {
-	pgx.Tx
+	conn        *pgxpool.Conn // nil once released, and for a savepoint
+	sp          pgx.Tx
+	begun       bool
+	byKey       bool // TxOptions.ByKey: SET LOCAL enable_seqscan = off after BEGIN
 	lockTimeout string
+	channel     string
+	notify      []string
 }
 
-// first sends the pending lock_timeout.
-func (t *tx) first(ctx context.Context) error {
-	if t.lockTimeout == "" {
-		return nil
+// on is what the transaction's statements run on.
+func (t *tx) on() interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+} {
+	if t.sp != nil {
+		return t.sp
 	}
-	v := t.lockTimeout
-	t.lockTimeout = ""
-	if _, err := t.Tx.Exec(ctx, setLockTimeout, v); err != nil {
-		return fmt.Errorf("set lock_timeout: %w", err)
+	return t.conn
+}
+
+// ready reports whether nothing waits to go before the next statement.
+func (t *tx) ready() bool { return (t.begun || t.sp != nil) && t.lockTimeout == "" }
+
+// prologue is a batch of what must go before the next statement (BEGIN,
+// the lock timeout), taken: the caller sends it.
+func (t *tx) prologue() *pgx.Batch {
+	b := &pgx.Batch{}
+	if !t.begun && t.sp == nil {
+		b.Queue("BEGIN")
+		if t.byKey {
+			b.Queue("SET LOCAL enable_seqscan = off")
+		}
+		t.begun = true
 	}
-	return nil
+	if t.lockTimeout != "" {
+		b.Queue(setLockTimeout, t.lockTimeout)
+		t.lockTimeout = ""
+	}
+	return b
+}
+
+// send sends the prologue and one statement in one pipeline and reads the
+// prologue's results: the statement's are next in the returned batch,
+// which the caller reads and closes.
+func (t *tx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	b := t.prologue()
+	n := b.Len()
+	b.Queue(sql, args...)
+	br := t.on().SendBatch(ctx, b)
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+	}
+	return br, nil
+}
+
+// SendBatch sends b's statements after the prologue, in one pipeline.
+func (t *tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	p := t.prologue()
+	p.QueuedQueries = append(p.QueuedQueries, b.QueuedQueries...)
+	return t.on().SendBatch(ctx, p)
 }
 
 func (t *tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	if err := t.first(ctx); err != nil {
+	if t.ready() {
+		tag, err := t.on().Exec(ctx, sql, args...)
+		return tag.RowsAffected(), err
+	}
+	br, err := t.send(ctx, sql, args)
+	if err != nil {
 		return 0, err
 	}
-	tag, err := t.Tx.Exec(ctx, sql, args...)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	return tag.RowsAffected(), err
 }
 
 func (t *tx) QueryRow(ctx context.Context, sql string, args ...any) storecore.Row {
-	if err := t.first(ctx); err != nil {
+	if t.ready() {
+		return t.on().QueryRow(ctx, sql, args...)
+	}
+	br, err := t.send(ctx, sql, args)
+	if err != nil {
 		return errRow{err}
 	}
-	return t.Tx.QueryRow(ctx, sql, args...)
+	return batchRow{br.QueryRow(), br}
 }
 
 func (t *tx) Query(ctx context.Context, sql string, args ...any) (storecore.Rows, error) {
-	if err := t.first(ctx); err != nil {
+	if t.ready() {
+		return t.on().Query(ctx, sql, args...)
+	}
+	br, err := t.send(ctx, sql, args)
+	if err != nil {
 		return nil, err
 	}
-	return t.Tx.Query(ctx, sql, args...)
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+// Commit sends the notifications and COMMIT in one pipeline (nothing when
+// no statement was sent) and returns the connection to the pool. A
+// transaction that failed on the server and is committed returns
+// pgx.ErrTxCommitRollback, as pgx's Commit does.
+func (t *tx) Commit(ctx context.Context) error {
+	if t.sp != nil {
+		return t.sp.Commit(ctx)
+	}
+	if t.conn == nil {
+		return pgx.ErrTxClosed
+	}
+	defer t.release()
+	if !t.begun {
+		return nil
+	}
+	b := t.prologue()
+	for _, pool := range t.notify {
+		b.Queue(notifyStatement, t.channel, pool)
+	}
+	b.Queue("COMMIT").Exec(func(tag pgconn.CommandTag) error {
+		if tag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	})
+	err := t.conn.SendBatch(ctx, b).Close()
+	if err != nil && t.conn.Conn().PgConn().TxStatus() != 'I' {
+		_, _ = t.conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	return err
+}
+
+// Rollback rolls back what was sent and returns the connection to the
+// pool (which closes it when the rollback did not leave it idle).
+func (t *tx) Rollback(ctx context.Context) error {
+	if t.sp != nil {
+		return t.sp.Rollback(ctx)
+	}
+	if t.conn == nil {
+		return pgx.ErrTxClosed
+	}
+	defer t.release()
+	if !t.begun {
+		return nil
+	}
+	_, err := t.conn.Exec(ctx, "ROLLBACK")
+	return err
+}
+
+func (t *tx) release() {
+	t.conn.Release()
+	t.conn = nil
+}
+
+// batchRow is the row of a statement sent after a prologue: scanning it
+// closes its batch.
+type batchRow struct {
+	pgx.Row
+	br pgx.BatchResults
+}
+
+func (r batchRow) Scan(dest ...any) error {
+	err := r.Row.Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// batchRows are the rows of a statement sent after a prologue: closing
+// them closes their batch.
+type batchRows struct {
+	pgx.Rows
+	br  pgx.BatchResults
+	err error
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	if r.br != nil {
+		r.err = r.br.Close()
+		r.br = nil
+	}
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
 }
 
 // errRow is a row whose statement was not sent.

@@ -24,9 +24,15 @@
 // nothing, fenced writes return ErrLeaseLost) and EnqueueRun refuses one;
 // ids are read back in canonical lower-case form.
 //
+// Round trips. A write transaction sends BEGIN (and its settings) in one
+// pipeline with its first statement, and its notifications with COMMIT
+// (decision 239); a group commit's step writes go in one pipeline, the
+// batch's pure steps in one statement (decisions 120, 121, 238).
+//
 // Concurrency. A claim is one UPDATE whose subquery locks the best queued
 // runs with FOR UPDATE SKIP LOCKED, so claimers never wait on one another
-// and never share a run. Every runner write starts with the conditional
+// and never share a run; a claim that starts its runs makes them claimed
+// and running in that one UPDATE (decision 240). Every runner write starts with the conditional
 // fence on workflow_runs(id, leased_by, lease_epoch), which also takes the
 // run's row lock for the rest of the transaction (a step write's statement
 // locks the row FOR UPDATE under those conditions and writes it only when
@@ -45,8 +51,8 @@
 // without seeing each other.
 //
 // Queue wake-ups (SPEC §7). EnqueueRun and every write that re-queues a run
-// (OnRunError's retry, ClearLease, the sweep's retry) call pg_notify in
-// their transaction; Store.Listen holds one connection that LISTENs and
+// (OnRunError's retry, ClearLease, the sweep's retry) notify in their
+// transaction (pg_notify, sent with COMMIT); Store.Listen holds one connection that LISTENs and
 // calls back on each notification, so idle runners wake at once instead of
 // after a poll. Store.EnqueueTx enqueues inside a caller's own pgx.Tx, so a
 // Go program can enqueue atomically with its own writes.

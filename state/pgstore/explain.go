@@ -27,15 +27,20 @@ type Plan struct {
 	Generic json.RawMessage
 }
 
-// ExplainClaim returns the plans of the exact statement ClaimRun runs for p,
-// with the same arguments. Operators use it to check that claims walk
-// idx_workflow_runs_claim_pool; the tests do.
+// ExplainClaim returns the plans of the exact statement ClaimRun runs for p
+// (with p.Start, the claim that starts its runs), with the same arguments.
+// Operators use it to check that claims walk idx_workflow_runs_claim_pool;
+// the tests do.
 func (s *Store) ExplainClaim(ctx context.Context, p *state.ClaimRunParams) (*Plan, error) {
 	args := storecore.ClaimArgs(p, 1)
 	for i, a := range args {
 		args[i] = (*dialect)(nil).Arg(a)
 	}
-	return s.explain(ctx, query("claim_run"), args)
+	name := "claim_run"
+	if p.Start {
+		name += "_start"
+	}
+	return s.explain(ctx, query(name), args)
 }
 
 // ExplainSweep returns the plans of the exact statement ExpireOldLeases

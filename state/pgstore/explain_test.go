@@ -96,6 +96,8 @@ func TestQueryPlans(t *testing.T) {
 		{"AnyPool", &state.ClaimRunParams{RunnerID: "r", LeaseTTL: 30 * time.Second}},
 		{"Pools", &state.ClaimRunParams{RunnerID: "r", Pools: []string{"gpu", "cpu"}, LeaseTTL: 30 * time.Second}},
 		{"Workspace", &state.ClaimRunParams{RunnerID: "r", LeaseTTL: 30 * time.Second, WorkspaceID: "default"}},
+		{"Start", &state.ClaimRunParams{RunnerID: "r", LeaseTTL: 30 * time.Second, Start: true}},
+		{"StartPools", &state.ClaimRunParams{RunnerID: "r", Pools: []string{"gpu", "cpu"}, LeaseTTL: 30 * time.Second, Start: true}},
 	} {
 		plan, err := s.ExplainClaim(ctx, c.p)
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io/fs"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
@@ -43,16 +42,16 @@ func StatementsOnly(c *Config) { c.statementsOnly = true }
 // all in one transaction, and commits it: the statements of group
 // commits, without the committer's timing. probe (when not nil) runs in
 // that transaction before the first batch and after the last.
-func StepWritesInTx(ctx context.Context, s *Store, probe func(pgx.Tx) error, ws ...[]*storecore.StepWrite) error {
+func StepWritesInTx(ctx context.Context, s *Store, probe func(storecore.Conn) error, ws ...[]*storecore.StepWrite) error {
 	d := &dialect{pool: s.pool}
-	c, err := d.Begin(ctx, storecore.TxOptions{})
+	c, err := d.Begin(ctx, storecore.TxOptions{ByKey: true}) // as the committer's
 	if err != nil {
 		return err
 	}
 	t := c.(*tx)
 	defer func() { _ = t.Rollback(ctx) }()
 	if probe != nil {
-		if err := probe(t.Tx); err != nil {
+		if err := probe(t); err != nil {
 			return err
 		}
 	}
@@ -62,9 +61,14 @@ func StepWritesInTx(ctx context.Context, s *Store, probe func(pgx.Tx) error, ws 
 		}
 	}
 	if probe != nil {
-		if err := probe(t.Tx); err != nil {
+		if err := probe(t); err != nil {
 			return err
 		}
 	}
 	return t.Commit(ctx)
+}
+
+// Begin opens a write transaction of s's dialect, as the core does.
+func Begin(ctx context.Context, s *Store, opts storecore.TxOptions) (storecore.Conn, error) {
+	return (&dialect{pool: s.pool, channel: s.channel}).Begin(ctx, opts)
 }

@@ -40,7 +40,8 @@ func nextPayload(t *testing.T, conn *pgx.Conn) string {
 
 // TestNotifications: enqueues and the writes that re-queue a run notify the
 // store's own channel with the run's pool, when they commit; a rolled-back
-// enqueue, a duplicate, and another schema's store notify nothing here.
+// enqueue (in the caller's transaction, or refused by a hook), a
+// duplicate, and another schema's store notify nothing here.
 // PostgreSQL delivers notifications in commit order, so a closing
 // "barrier" notification proves nothing else arrived before it.
 func TestNotifications(t *testing.T) {
@@ -64,6 +65,13 @@ func TestNotifications(t *testing.T) {
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// A write the hook refuses after its notification was queued.
+	refusing := open(t, s.Schema(), []state.TxHook{func(context.Context, state.HookTx, *state.Change) error {
+		return errors.New("refused")
+	}})
+	if _, err := refusing.EnqueueRun(ctx, &state.EnqueueRunParams{WorkflowName: "wf", RunnerPool: "refused"}); err == nil {
+		t.Fatal("an enqueue its hook refused succeeded")
 	}
 	r, err := s.EnqueueRun(ctx, &state.EnqueueRunParams{WorkflowName: "wf", RunnerPool: "gpu", IdempotencyKey: "k"})
 	if err != nil {

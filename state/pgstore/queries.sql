@@ -69,6 +69,15 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 'queued', $8, $9, $10,
         now() + $11::bigint * interval '1 microsecond', $12, $13, $14, $15, $16, $17, $18)
 RETURNING /*run_columns*/;
 
+-- name: _claimable
+-- The runs a claim may take: queued, due, of one of the runner's pools
+-- ($3; a run with a NULL pool matches any runner) and of its workspace
+-- ($4, '' = any).
+claim_state = 'queued'
+          AND available_at <= now()
+          AND (runner_pool IS NULL OR runner_pool = ANY ($3::text[]))
+          AND ($4::text = '' OR workspace_id = $4)
+
 -- name: claim_run
 -- One atomic conditional write of up to $5 runs. The subquery walks
 -- idx_workflow_runs_claim_pool in claim order and locks the first claimable
@@ -86,10 +95,7 @@ UPDATE workflow_runs
        updated_at     = now()
  WHERE id = ANY (ARRAY(
        SELECT id FROM workflow_runs
-        WHERE claim_state = 'queued'
-          AND available_at <= now()
-          AND (runner_pool IS NULL OR runner_pool = ANY ($3::text[]))
-          AND ($4::text = '' OR workspace_id = $4)
+        WHERE /*_claimable*/
         ORDER BY priority DESC, available_at, seq
         LIMIT $5
           FOR UPDATE SKIP LOCKED))
@@ -108,10 +114,7 @@ UPDATE workflow_runs
  WHERE id = (
        SELECT id FROM workflow_runs
         WHERE id = $5::uuid
-          AND claim_state = 'queued'
-          AND available_at <= now()
-          AND (runner_pool IS NULL OR runner_pool = ANY ($3::text[]))
-          AND ($4::text = '' OR workspace_id = $4)
+          AND /*_claimable*/
           FOR UPDATE SKIP LOCKED)
 RETURNING /*run_columns*/;
 
@@ -133,14 +136,70 @@ UPDATE workflow_runs
                           UNION
                           SELECT r.id FROM workflow_runs r JOIN family f ON r.parent_run_id = f.id)
                      SELECT id FROM family)
-          AND claim_state = 'queued'
-          AND available_at <= now()
-          AND (runner_pool IS NULL OR runner_pool = ANY ($3::text[]))
-          AND ($4::text = '' OR workspace_id = $4)
+          AND /*_claimable*/
         ORDER BY priority DESC, available_at, seq
         LIMIT 1
           FOR UPDATE SKIP LOCKED)
 RETURNING /*run_columns*/;
+
+-- name: _claim_start
+-- The claim and run_start in one write (ClaimRunParams.Start): the runs
+-- found by the c CTE of a claim_run*_start query (their ids locked, and
+-- their status before, as prior_status) become claimed and running in one
+-- new row version each, not two; RETURNING adds prior_status after the
+-- run's columns (a paused run resumes: run_resumed, not run_started). The
+-- runs are updated by primary key (= ANY (ARRAY(…)), as in claim_run).
+UPDATE workflow_runs r
+   SET claim_state        = 'running',
+       status             = 'running',
+       leased_by          = $1,
+       lease_until        = now() + $2::bigint * interval '1 microsecond',
+       last_heartbeat     = now(),
+       lease_epoch        = r.lease_epoch + 1,
+       claim_attempts     = r.claim_attempts + 1,
+       started_at         = coalesce(r.started_at, now()),
+       attempt_started_at = coalesce(r.attempt_started_at, now()),
+       error              = NULL,
+       error_json         = NULL,
+       checkpoint_json    = NULL,
+       updated_at         = now()
+  FROM c
+ WHERE r.id = c.claimed_id AND r.id = ANY (ARRAY(SELECT claimed_id FROM c))
+RETURNING /*run_columns*/, c.prior_status
+
+-- name: claim_run_start
+-- claim_run, the runs started (_claim_start).
+WITH c AS MATERIALIZED (
+       SELECT id AS claimed_id, status AS prior_status FROM workflow_runs
+        WHERE /*_claimable*/
+        ORDER BY priority DESC, available_at, seq
+        LIMIT $5
+          FOR UPDATE SKIP LOCKED)
+/*_claim_start*/;
+
+-- name: claim_run_id_start
+-- claim_run_id, the run started (_claim_start).
+WITH c AS MATERIALIZED (
+       SELECT id AS claimed_id, status AS prior_status FROM workflow_runs
+        WHERE id = $5::uuid
+          AND /*_claimable*/
+          FOR UPDATE SKIP LOCKED)
+/*_claim_start*/;
+
+-- name: claim_run_family_start
+-- claim_run_family, the run started (_claim_start).
+WITH RECURSIVE family(id) AS (
+       SELECT $5::uuid
+       UNION
+       SELECT r.id FROM workflow_runs r JOIN family f ON r.parent_run_id = f.id),
+     c AS MATERIALIZED (
+       SELECT id AS claimed_id, status AS prior_status FROM workflow_runs
+        WHERE id IN (SELECT id FROM family)
+          AND /*_claimable*/
+        ORDER BY priority DESC, available_at, seq
+        LIMIT 1
+          FOR UPDATE SKIP LOCKED)
+/*_claim_start*/;
 
 -- name: run_start
 -- Also a paused run's resume: the snapshot is cleared (the claim returned

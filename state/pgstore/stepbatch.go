@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -35,10 +34,6 @@ var stepStatements = map[storecore.StepOp]struct {
 func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storecore.StepWrite) error {
 	b := &pgx.Batch{}
 	c := t.(*tx)
-	if c.lockTimeout != "" {
-		b.Queue(setLockTimeout, c.lockTimeout) // in the pipeline: no round trip of its own
-		c.lockTimeout = ""
-	}
 	var many [2][]*storecore.StepWrite // the StepStartSucceed writes, without and with WantRun
 	var manyIDs [2][]string
 	pure := [2]int{} // the StepStartSucceed writes of each variant
@@ -65,7 +60,7 @@ func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storec
 		if w.WantRun {
 			name += "_run"
 		}
-		b.Queue(query(name), args...).QueryRow(func(r pgx.Row) error { return scanStepWrite(r, id, w) })
+		b.Queue(query(name), args...).QueryRow(func(r pgx.Row) error { return translate(storecore.ScanStepWrite(r, id, w)) })
 	}
 	for v, group := range many {
 		if len(group) == 0 {
@@ -86,8 +81,8 @@ func (d *dialect) StepWrites(ctx context.Context, t storecore.Conn, ws []*storec
 				if i >= len(group) {
 					return fmt.Errorf("step writes: %s returned more than %d rows", name, len(group))
 				}
-				if err := scanStepWrite(rows, ids[i], group[i]); err != nil {
-					return err
+				if err := storecore.ScanStepWrite(rows, ids[i], group[i]); err != nil {
+					return translate(err)
 				}
 			}
 			if err := rows.Err(); err != nil {
@@ -223,121 +218,6 @@ func checkpointArgs(w *storecore.StepWrite) []any {
 		sums[i], data[i] = bl.Sum, bl.Data
 	}
 	return []any{string(cp.Context), string(cp.Output), nullText(cp.ContextBlob), nullText(cp.OutputBlob), sums, data}
-}
-
-// scanStepWrite reads an sw_* statement's result row into w.
-func scanStepWrite(r pgx.Row, id string, w *storecore.StepWrite) error {
-	var (
-		fenced, hasStep bool
-		ws, env, prior  *string
-		attempt         *int
-		cancel          *bool
-		eventIDs        []int64
-		eventsAt        *time.Time
-	)
-	dest := []any{&fenced, &ws, &env, &attempt, &cancel}
-	var run *starflowtype.Run
-	var runDest []any
-	if w.WantRun {
-		run = &starflowtype.Run{}
-		var fix func()
-		runDest, fix = nullable(runFields(run))
-		defer fix() // before the return below, after the scan
-		dest = append(dest, runDest...)
-	}
-	step := &starflowtype.Step{}
-	stepDest, fixStep := nullable(stepFields(step))
-	dest = append(append(append(dest, &hasStep), stepDest...), &prior, &eventIDs, &eventsAt)
-	if err := r.Scan(dest...); err != nil {
-		return fmt.Errorf("step write %s/%s: %w", w.Key.ScopePath, w.Key.StepID, translate(err))
-	}
-	if !fenced {
-		return nil
-	}
-	w.Fenced, w.Cancel = true, *cancel
-	if run == nil || !hasStep {
-		// Without the step row's change the run row was not written (u).
-		run = &starflowtype.Run{ID: id, WorkspaceID: *ws, Env: *env, Attempt: *attempt, CancelRequested: *cancel}
-	}
-	w.Run = run
-	if prior != nil {
-		w.Prior = starflowtype.StepStatus(*prior)
-	}
-	if hasStep {
-		fixStep()
-		w.Changed, w.Step = true, step
-		w.EventIDs = eventIDs
-		if eventsAt != nil {
-			w.EventsAt = eventsAt.UTC()
-		}
-	}
-	return nil
-}
-
-// runFields are the destinations of runColumns, in order, as the core's
-// scanRun reads them (status and the other enums as *string).
-func runFields(r *starflowtype.Run) []any {
-	return []any{&r.ID, &r.WorkspaceID, &r.Env, &r.DefinitionID, &r.WorkflowName,
-		&r.WorkflowRevision, &r.TemplateID, (*string)(&r.Status), (*string)(&r.ClaimState), &r.RunnerPool,
-		&r.Priority, &r.LeasedBy, &r.LeaseUntil, &r.LeaseEpoch, &r.LastHeartbeat, &r.ClaimAttempts,
-		&r.Attempt, &r.MaxAttempts, &r.AvailableAt, (*string)(&r.RecoveryMode), (*string)(&r.TriggerType), &r.ParentRunID,
-		&r.IdempotencyKey, (*[]byte)(&r.Input), (*[]byte)(&r.Output), (*[]byte)(&r.Checkpoint), &r.Phase,
-		&r.Error, &r.DeadLettered, &r.CancelRequested, &r.CreatedAt, &r.StartedAt, &r.CompletedAt,
-		&r.DurationMS, &r.UpdatedAt, &r.AttemptStartedAt, (*[]byte)(&r.ErrorDetail), &r.TraceID, &r.TraceParent}
-}
-
-// stepFields are the destinations of stepColumns, in order.
-func stepFields(s *starflowtype.Step) []any {
-	return []any{&s.RunID, &s.Attempt, &s.ScopePath, &s.StepID, &s.Kind, (*string)(&s.Status), &s.Tries,
-		&s.StartedAt, &s.FinishedAt, &s.DurationMS, &s.Error, &s.UpdatedAt}
-}
-
-// nullable wraps destinations of a row that may be all NULL (a LEFT JOIN
-// that matched nothing) in pointer holders; the returned function copies
-// what was read into them (NULL leaves the zero value; times as UTC).
-func nullable(dest []any) ([]any, func()) {
-	out := make([]any, len(dest))
-	fixes := make([]func(), 0, len(dest))
-	for i, d := range dest {
-		var fix func()
-		switch p := d.(type) {
-		case *string:
-			out[i], fix = hold(p, nil)
-		case *int:
-			out[i], fix = hold(p, nil)
-		case *int64:
-			out[i], fix = hold(p, nil)
-		case *bool:
-			out[i], fix = hold(p, nil)
-		case *time.Time:
-			out[i], fix = hold(p, time.Time.UTC)
-		case *[]byte:
-			out[i], fix = p, func() {} // NULL is nil
-		default:
-			panic(fmt.Sprintf("pgstore: nullable: unsupported destination %T", d))
-		}
-		fixes = append(fixes, fix)
-	}
-	return out, func() {
-		for _, f := range fixes {
-			f()
-		}
-	}
-}
-
-// hold is a nullable holder of p and the function that copies a non-NULL
-// value into p (through conv, when given).
-func hold[T any](p *T, conv func(T) T) (any, func()) {
-	h := new(*T)
-	return h, func() {
-		if *h != nil {
-			v := **h
-			if conv != nil {
-				v = conv(v)
-			}
-			*p = v
-		}
-	}
 }
 
 func nullText(s string) any {

@@ -146,33 +146,42 @@ func TestStepWritesUpdateRunsInPlace(t *testing.T) {
 	}
 
 	r, l := startedRun(t, s)
-	var batches [][]*storecore.StepWrite
-	for i := range 3 {
-		step := fmt.Sprintf("s%d", i)
-		batches = append(batches, []*storecore.StepWrite{{Op: storecore.StepStartSucceed,
+	write := func(step string) *storecore.StepWrite {
+		return &storecore.StepWrite{Op: storecore.StepStartSucceed,
 			Key: state.StepKey{RunID: r.ID, Attempt: r.Attempt, StepID: step}, Lease: l, Kind: "context_set", Try: 1,
 			Events:     []storecore.EventIn{{Type: starflowtype.EventNodeStart}, {Type: starflowtype.EventNodeComplete}},
-			Checkpoint: &storecore.CheckpointIn{Context: []byte(`{}`), Output: []byte(`1`)}}})
+			Checkpoint: &storecore.CheckpointIn{Context: []byte(`{}`), Output: []byte(`1`)}}
 	}
+	// Three batches of one write (the one-write statement), then one of
+	// two (the array statement), on a table of one run.
+	batches := [][]*storecore.StepWrite{{write("s0")}, {write("s1")}, {write("s2")}, {write("s3"), write("s4")}}
 	// The statistics of the transaction: what the backend has counted and
 	// not yet reported, so the difference across the batches is theirs.
-	var upd, hot []int64
-	err = pgstore.StepWritesInTx(ctx, s, func(tx pgx.Tx) error {
-		var u, h int64
-		err := tx.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables
-			 WHERE relid = 'workflow_runs'::regclass`).Scan(&u, &h)
-		upd, hot = append(upd, u), append(hot, h)
+	var upd, hot, scans []int64
+	err = pgstore.StepWritesInTx(ctx, s, func(tx storecore.Conn) error {
+		var u, h, n int64
+		err := tx.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd, seq_scan FROM pg_stat_xact_user_tables
+			 WHERE relid = 'workflow_runs'::regclass`).Scan(&u, &h, &n)
+		upd, hot, scans = append(upd, u), append(hot, h), append(scans, n)
 		return err
 	}, batches...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u, h := upd[1]-upd[0], hot[1]-hot[0]; u != 3 || h != 3 {
-		t.Errorf("three step writes: %d updates of workflow_runs, %d of them heap-only; want 3, 3", u, h)
+	// The array statement updates a run once for all its writes.
+	if u, h := upd[1]-upd[0], hot[1]-hot[0]; u != 4 || h != 4 {
+		t.Errorf("four batches of one run: %d updates of workflow_runs, %d of them heap-only; want 4, 4", u, h)
+	}
+	// A batch's transaction plans with TxOptions.ByKey: on a table of a
+	// page, PostgreSQL would otherwise scan it to find the runs.
+	if n := scans[1] - scans[0]; n != 0 {
+		t.Errorf("the step writes scanned workflow_runs %d times; want it read by key only", n)
 	}
 	for _, b := range batches {
-		if !b[0].Changed {
-			t.Errorf("%s not written", b[0].Key.StepID)
+		for _, w := range b {
+			if !w.Changed {
+				t.Errorf("%s not written", w.Key.StepID)
+			}
 		}
 	}
 }

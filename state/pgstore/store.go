@@ -343,7 +343,7 @@ func (s *Store) EnqueueTx(ctx context.Context, t pgx.Tx, p *state.EnqueueRunPara
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: enqueue %s: savepoint: %w", p.WorkflowName, translate(err))
 	}
-	run, err := s.EnqueueIn(ctx, &tx{Tx: sp}, p)
+	run, err := s.EnqueueIn(ctx, &tx{sp: sp, channel: s.channel}, p)
 	if err != nil {
 		_ = sp.Rollback(context.WithoutCancel(ctx))
 		return nil, err

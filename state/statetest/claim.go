@@ -56,6 +56,58 @@ func (s *suite) testClaim(t *testing.T) {
 		}
 	})
 
+	t.Run("Starts", func(t *testing.T) {
+		t.Parallel()
+		h := s.stored(t)
+		a, b := h.enqueue(nil), h.enqueue(nil)
+		runs, err := h.a.ClaimRuns(h.ctx(), &state.ClaimRunParams{RunnerID: runnerA, LeaseTTL: leaseTTL, Limit: 3, Start: true})
+		if err != nil || len(runs) != 2 || runs[0].ID != a.ID || runs[1].ID != b.ID {
+			t.Fatalf("ClaimRuns(Start) = %s, %v; want runs %s and %s, in that order", dump(runs), err, a.ID, b.ID)
+		}
+		for _, r := range runs {
+			equal(t, "status", r.Status, starflowtype.RunRunning)
+			equal(t, "claim_state", r.ClaimState, starflowtype.ClaimRunning)
+			equal(t, "lease_epoch", r.LeaseEpoch, 1)
+			equal(t, "leased_by", r.LeasedBy, runnerA)
+			if r.StartedAt.IsZero() || r.AttemptStartedAt.IsZero() {
+				t.Errorf("started run %s: started_at %v, attempt_started_at %v; want both set", r.ID, r.StartedAt, r.AttemptStartedAt)
+			}
+			equal(t, "stored as returned", dump(h.getRun(r.ID)), dump(r))
+			evs := h.events(r.ID)
+			wantEventTypes(t, evs, starflowtype.EventRunQueued, starflowtype.EventRunClaimed, starflowtype.EventRunStarted)
+			for _, e := range evs[1:] {
+				equal(t, string(e.Type)+" runner_id", payloadField(t, e, "runner_id"), any(runnerA))
+				equal(t, string(e.Type)+" lease_epoch", payloadField(t, e, "lease_epoch"), any(float64(1)))
+			}
+			// The lease returned is the one the store holds.
+			h.runStep(stepKey(r, "", "s1"), r.Lease(), `1`, `{}`)
+		}
+
+		// A paused run woken by a signal resumes: its claim that starts it
+		// writes run_resumed, not run_started, and clears the snapshot.
+		run, l := h.startOwn(runnerA)
+		k := stepKey(run, "", "wait")
+		h.waitOn(k, l, state.RegisterWaitParams{Signal: "go"})
+		h.signal(state.SignalParams{RunID: run.ID, Signal: "go"})
+		h.wantClaim(run.ID, starflowtype.RunPaused, starflowtype.ClaimQueued)
+		runs, err = h.a.ClaimRuns(h.ctx(), &state.ClaimRunParams{RunnerID: runnerB, LeaseTTL: leaseTTL, RunID: run.ID, Start: true})
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("ClaimRuns(RunID, Start) of the woken run = %s, %v", dump(runs), err)
+		}
+		r := runs[0]
+		equal(t, "resumed status", r.Status, starflowtype.RunRunning)
+		equal(t, "resumed epoch", r.LeaseEpoch, l.Epoch+1)
+		if len(r.Checkpoint) != 0 {
+			t.Errorf("checkpoint_json after the claim that starts = %s, want cleared", r.Checkpoint)
+		}
+		equal(t, "stored as returned", dump(h.getRun(r.ID)), dump(r))
+		evs := h.events(r.ID)
+		wantEventTypes(t, evs[len(evs)-2:], starflowtype.EventRunClaimed, starflowtype.EventRunResumed)
+		equal(t, "run_started events", h.countEvents(r.ID, starflowtype.EventRunStarted), 1)
+		h.wantLeaseLost("the lease before the pause", r, l)
+		h.nodeComplete(k, r.Lease(), `{}`, `{}`)
+	})
+
 	t.Run("SetsLease", func(t *testing.T) {
 		t.Parallel()
 		h := s.stored(t)

@@ -1,6 +1,7 @@
 package sfbench
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"testing"
@@ -86,12 +87,13 @@ func TestPercentile(t *testing.T) {
 
 // BenchmarkRun is one side-by-side measurement of Starflow, for profiling
 // (go test -bench Run -benchtime 1x -cpuprofile …): SBS_STORE postgres or
-// sqlite (default), SBS_SYNC (SQLite, default NORMAL), c = 16, 1,600 runs.
+// sqlite (default), SBS_SYNC (SQLite, default NORMAL), c = 16, 1,600 runs;
+// PostgreSQL at STARFLOW_TEST_PG_URL, else the local test database.
 func BenchmarkRun(b *testing.B) {
 	rc := workload.RunConfig{Concurrency: 16, Runs: 1600, Store: workload.StoreSQLite, Sync: workload.SyncNormal, Dir: b.TempDir(), PGConns: 20}
 	if os.Getenv("SBS_STORE") == "postgres" {
 		rc.Store, rc.Sync = workload.StorePG, ""
-		rc.PGURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+		rc.PGURL = cmp.Or(os.Getenv("STARFLOW_TEST_PG_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 	} else if s := os.Getenv("SBS_SYNC"); s != "" {
 		rc.Sync = s
 	}
