@@ -20,13 +20,16 @@ import (
 var queryArg = map[string]int{
 	"Exec": 1, "QueryRow": 1, "Query": 1, // Querier, Tx
 	"strings": 1, "mustAffect": 1, "removedVars": 1, "cancelWaits": 1, "drainLease": 1, "definitions": 1, "gcDelete": 1,
-	"queryStrings": 2, "listSteps": 2, "queryWaits": 2, "queryAll": 2, "fenced": 2,
+	"queryStrings": 2, "listSteps": 2, "runWithEvent": 1, "queryWaits": 2, "queryAll": 2, "fenced": 2,
 	"step": 0, // execStepStatements' closure
 }
 
-// pgClaimStart are PostgreSQL's claims that start their runs in the same
-// UPDATE (ClaimRuns runs the claim's name + "_start" where it exists).
-var pgClaimStart = map[string]bool{"claim_run_start": true, "claim_run_id_start": true, "claim_run_family_start": true}
+// pgOnly are PostgreSQL's one-statement forms of two core queries: the
+// claims that start their runs (ClaimRuns runs the claim's name + "_start"
+// where it exists) and the run writes that append their event
+// (runWithEvent: name + "_event").
+var pgOnly = map[string]string{"claim_run_start": "claim_run", "claim_run_id_start": "claim_run_id",
+	"claim_run_family_start": "claim_run_family", "insert_run_event": "insert_run", "run_succeeded_event": "run_succeeded"}
 
 // TestQueriesExist: every query the core names is defined by both
 // dialects, and the dialects define the same queries (but PostgreSQL's
@@ -84,7 +87,7 @@ func TestQueriesExist(t *testing.T) {
 	}
 	pg := map[string]bool{}
 	for name := range pgstore.Queries {
-		if !strings.HasPrefix(name, "sw_") && !pgClaimStart[name] {
+		if !strings.HasPrefix(name, "sw_") && pgOnly[name] == "" {
 			pg[name] = true
 		}
 	}
@@ -110,9 +113,9 @@ func TestQueriesExist(t *testing.T) {
 			}
 		}
 	}
-	for name := range pgClaimStart {
-		if _, ok := pgstore.Queries[strings.TrimSuffix(name, "_start")]; !ok {
-			t.Errorf("pgstore has %q but not the claim it starts", name)
+	for name, base := range pgOnly {
+		if _, ok := pgstore.Queries[name]; !ok {
+			t.Errorf("pgstore has no %q, the one-statement form of %q", name, base)
 		}
 	}
 	for _, op := range []string{"sw_start", "sw_start_succeed", "sw_retry", "sw_succeed", "sw_fail", "sw_skip"} {

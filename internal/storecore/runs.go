@@ -136,17 +136,43 @@ func (e *enqueue) write(ctx context.Context, p *state.EnqueueRunParams) func(t *
 				return nil
 			}
 		}
-		run, err := scanRun(t.tx.QueryRow(ctx, "insert_run", e.id, e.m.workspace, e.m.env, nullString(e.definitionID),
+		run, err := t.runWithEvent(ctx, "insert_run", []any{e.id, e.m.workspace, e.m.env, nullString(e.definitionID),
 			p.WorkflowName, p.WorkflowRevision, p.WorkflowName, nullString(p.RunnerPool), p.Priority,
 			e.maxAttempts, p.Delay, string(e.mode), string(e.trigger), nullString(e.parentID),
-			nullString(p.IdempotencyKey), jsonNull(p.Input), nullString(p.TraceID), nullString(p.TraceParent)))
+			nullString(p.IdempotencyKey), jsonNull(p.Input), nullString(p.TraceID), nullString(p.TraceParent)},
+			nil, EventIn{Type: starflowtype.EventRunQueued, Payload: p.QueuedPayload})
 		if err != nil {
 			return err
 		}
 		t.ch.Run = run
 		t.notify = append(t.notify, p.RunnerPool)
-		return t.event(ctx, e.m, e.id, 1, starflowtype.EventRunQueued, "", "", p.QueuedPayload)
+		return nil
 	}
+}
+
+// runWithEvent runs query, a write of one run's row returning its
+// run_columns (then the columns of more), and appends ev, an event of the
+// run's: in the same statement where the dialect has query + "_event"
+// (PostgreSQL; it takes ev's type and payload after query's arguments and
+// returns the event's id and created_at last), else by insert_event after
+// it. ErrNoRows when the query wrote no row (nor the event).
+func (t *txn) runWithEvent(ctx context.Context, query string, args, more []any, ev EventIn) (*starflowtype.Run, error) {
+	if t.s.queries[query+"_event"] != "" {
+		e := &starflowtype.Event{Type: ev.Type, Payload: ev.Payload}
+		r, err := scanRun(t.tx.QueryRow(ctx, query+"_event", append(args, string(ev.Type), ev.Payload)...), append(more, &e.ID, &e.CreatedAt)...)
+		if err != nil {
+			return nil, err
+		}
+		e.RunID, e.Attempt = r.ID, r.Attempt
+		t.ch.Events = append(t.ch.Events, e)
+		return r, nil
+	}
+	r, err := scanRun(t.tx.QueryRow(ctx, query, args...), more...)
+	if err != nil {
+		return nil, err
+	}
+	m := runMeta{id: r.ID, workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt}
+	return r, t.event(ctx, m, r.ID, 0, ev.Type, "", "", ev.Payload)
 }
 
 // jsonNull is b, or NULL when empty.
@@ -193,7 +219,7 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 		}
 		started := p.Start && s.queries[query+"_start"] != ""
 		if started {
-			query = query + "_start" // PostgreSQL's (queries_test.go: pgClaimStart)
+			query = query + "_start" // PostgreSQL's (queries_test.go: pgOnly)
 		}
 		rows, err := t.tx.Query(ctx, query, args...)
 		if err != nil {
@@ -356,7 +382,7 @@ func (t *txn) setPhase(ctx context.Context, m runMeta, runID, phase string) erro
 
 // OnRunComplete implements state.Adapter. Its fence is the ending UPDATE
 // itself (conditional on the lease, RETURNING the run as written): one
-// statement for the run, then the event and the run's end.
+// statement for the run and its event (runWithEvent), then the run's end.
 func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (*starflowtype.Run, error) {
 	run, err := s.write(ctx, state.OpRunComplete, p.RunID, true, func(t *txn) error {
 		id, ok := CanonicalID(p.RunID)
@@ -364,7 +390,8 @@ func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (
 			return lost(p.RunID, p.Lease)
 		}
 		var work int
-		r, err := scanRun(t.tx.QueryRow(ctx, "run_succeeded", jsonOr(p.Output, "null"), id, p.Lease.RunnerID, p.Lease.Epoch), &work)
+		r, err := t.runWithEvent(ctx, "run_succeeded", []any{jsonOr(p.Output, "null"), id, p.Lease.RunnerID, p.Lease.Epoch},
+			[]any{&work}, EventIn{Type: starflowtype.EventRunSucceeded})
 		if isNoRows(err) {
 			return lost(p.RunID, p.Lease)
 		}
@@ -372,10 +399,6 @@ func (s *Store) OnRunComplete(ctx context.Context, p *state.RunCompleteParams) (
 			return err
 		}
 		t.ch.RunID, t.ch.Run = id, r
-		m := runMeta{id: id, workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt}
-		if err := t.event(ctx, m, id, 0, starflowtype.EventRunSucceeded, "", "", nil); err != nil {
-			return err
-		}
 		return t.ended(ctx, id, r.ParentRunID, string(r.Status), jsonOr(r.Output, "null"), r.Error, r.ErrorDetail, work)
 	})
 	if err != nil {

@@ -60,14 +60,26 @@ SELECT id::text, workspace_id, name, revision, spec_json, source, created_at
   FROM workflow_definitions WHERE workspace_id = $1 AND name = $2
  ORDER BY applied_at DESC, seq DESC LIMIT 1;
 
--- name: insert_run
+-- name: _insert_run
 INSERT INTO workflow_runs (
     id, workspace_id, env, definition_id, workflow_name, workflow_revision, template_id,
     status, claim_state, runner_pool, priority, max_attempts, available_at,
     recovery_mode, trigger_type, parent_run_id, idempotency_key, input_json, trace_id, trace_parent)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 'queued', $8, $9, $10,
         now() + $11::bigint * interval '1 microsecond', $12, $13, $14, $15, $16, $17, $18)
+
+-- name: insert_run
+/*_insert_run*/
 RETURNING /*run_columns*/;
+
+-- name: insert_run_event
+-- insert_run and the run's event in one statement ($19 its type, $20 its
+-- payload): the run's columns, then the event's id and created_at.
+WITH r AS (/*_insert_run*/ RETURNING *),
+     e AS (INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, payload_json)
+           SELECT id, workspace_id, env, attempt, $19, $20 FROM r
+           RETURNING id AS event_id, created_at AS event_at)
+SELECT /*run_columns*/, e.event_id, e.event_at FROM r, e;
 
 -- name: _claimable
 -- The runs a claim may take: queued, due, of one of the runner's pools
@@ -318,9 +330,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);
 UPDATE workflow_runs SET phase = $1
  WHERE id = $2 AND coalesce(phase, '') <> $1;
 
--- name: run_succeeded
--- The end of a run as succeeded, fenced: it matches only while the lease
--- ($3 runner, $4 epoch) holds, and is OnRunComplete's fence.
+-- name: _run_succeeded
 UPDATE workflow_runs
    SET status          = 'succeeded',
        claim_state     = 'complete',
@@ -335,7 +345,22 @@ UPDATE workflow_runs
        updated_at      = now()
  WHERE id = $2 AND leased_by = $3 AND lease_epoch = $4
    AND claim_state IN ('claimed', 'running')
+
+-- name: run_succeeded
+-- The end of a run as succeeded, fenced: it matches only while the lease
+-- ($3 runner, $4 epoch) holds, and is OnRunComplete's fence.
+/*_run_succeeded*/
 RETURNING /*run_columns*/, end_work;
+
+-- name: run_succeeded_event
+-- run_succeeded and the run's event in one statement ($5 its type, $6 its
+-- payload): the run's columns, end_work, then the event's id and
+-- created_at.
+WITH r AS (/*_run_succeeded*/ RETURNING *),
+     e AS (INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, payload_json)
+           SELECT id, workspace_id, env, attempt, $5, $6 FROM r
+           RETURNING id AS event_id, created_at AS event_at)
+SELECT /*run_columns*/, end_work, e.event_id, e.event_at FROM r, e;
 
 -- name: run_requeue
 -- A retryable failure with attempts left: a new attempt after a backoff.
