@@ -197,10 +197,11 @@ func (s *Store) ClaimRun(ctx context.Context, p *state.ClaimRunParams) (*starflo
 // ClaimRuns implements state.Adapter: one conditional UPDATE of the best
 // claimable runs (PostgreSQL: its subquery locks them FOR UPDATE SKIP
 // LOCKED) and their run_claimed events, in one transaction. With p.Start
-// each run is also started, as OnRunStart would: in the claim's own
-// UPDATE where the dialect has its *_start form (PostgreSQL: one new row
-// version a run, not two), else by run_start after it; either way the
-// run_claimed and run_started (run_resumed) events are one statement.
+// each run is also started, as OnRunStart would, with its run_started
+// (run_resumed) event: in the claim's own statement where the dialect has
+// its *_start form (PostgreSQL: one new row version a run, not two, and
+// the events inserted by the same statement), else by run_start after it
+// and one statement for the two events.
 func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*starflowtype.Run, error) {
 	var out []*starflowtype.Run
 	_, err := s.write(ctx, state.OpClaimRun, "", false, func(t *txn) error {
@@ -226,11 +227,14 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 			return err
 		}
 		prior := map[string]string{} // a run's status before the claim
+		events := map[string][]*starflowtype.Event{}
 		for rows.Next() {
 			var before string
+			var ids []int64
+			var at time.Time
 			var more []any
 			if started {
-				more = []any{&before}
+				more = []any{&before, &ids, &at}
 			}
 			r, err := scanRun(rows, more...)
 			if err != nil {
@@ -239,6 +243,15 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 			}
 			out = append(out, r)
 			prior[r.ID] = cmp.Or(before, string(r.Status))
+			if started {
+				m := runMeta{id: r.ID, attempt: r.Attempt, status: before}
+				for i, e := range []EventIn{claimedEvent(r), startEvent(m, r.Lease())} {
+					if i < len(ids) {
+						events[r.ID] = append(events[r.ID], &starflowtype.Event{ID: ids[i], RunID: r.ID, Attempt: r.Attempt,
+							Type: e.Type, Payload: e.Payload, CreatedAt: at})
+					}
+				}
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -253,18 +266,20 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 			return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.AvailableAt.Compare(b.AvailableAt), a.CreatedAt.Compare(b.CreatedAt))
 		})
 		for i, r := range out {
+			if started { // the statement wrote the events
+				t.ch.Events = append(t.ch.Events, events[r.ID]...)
+				continue
+			}
 			m := runMeta{id: r.ID, workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt, status: prior[r.ID]}
-			claimed := EventIn{Type: starflowtype.EventRunClaimed, Payload: leasePayload(r.Lease())}
+			claimed := claimedEvent(r)
 			if !p.Start {
 				if err := t.event(ctx, m, r.ID, 0, claimed.Type, "", "", claimed.Payload); err != nil {
 					return err
 				}
 				continue
 			}
-			if !started {
-				if out[i], err = scanRun(t.tx.QueryRow(ctx, "run_start", m.id)); err != nil {
-					return err
-				}
+			if out[i], err = scanRun(t.tx.QueryRow(ctx, "run_start", m.id)); err != nil {
+				return err
 			}
 			if err := t.eventPair(ctx, m, claimed, startEvent(m, r.Lease())); err != nil {
 				return err
@@ -329,6 +344,11 @@ func startEvent(m runMeta, l starflowtype.Lease) EventIn {
 		typ = starflowtype.EventRunResumed
 	}
 	return EventIn{Type: typ, Payload: leasePayload(l)}
+}
+
+// claimedEvent is the run_claimed event of claimed run r.
+func claimedEvent(r *starflowtype.Run) EventIn {
+	return EventIn{Type: starflowtype.EventRunClaimed, Payload: leasePayload(r.Lease())}
 }
 
 // leasePayload is the payload of the events of a claim and a start.

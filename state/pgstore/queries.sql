@@ -155,29 +155,44 @@ UPDATE workflow_runs
 RETURNING /*run_columns*/;
 
 -- name: _claim_start
--- The claim and run_start in one write (ClaimRunParams.Start): the runs
--- found by the c CTE of a claim_run*_start query (their ids locked, and
--- their status before, as prior_status) become claimed and running in one
--- new row version each, not two; RETURNING adds prior_status after the
--- run's columns (a paused run resumes: run_resumed, not run_started). The
--- runs are updated by primary key (= ANY (ARRAY(…)), as in claim_run).
-UPDATE workflow_runs r
-   SET claim_state        = 'running',
-       status             = 'running',
-       leased_by          = $1,
-       lease_until        = now() + $2::bigint * interval '1 microsecond',
-       last_heartbeat     = now(),
-       lease_epoch        = r.lease_epoch + 1,
-       claim_attempts     = r.claim_attempts + 1,
-       started_at         = coalesce(r.started_at, now()),
-       attempt_started_at = coalesce(r.attempt_started_at, now()),
-       error              = NULL,
-       error_json         = NULL,
-       checkpoint_json    = NULL,
-       updated_at         = now()
-  FROM c
- WHERE r.id = c.claimed_id AND r.id = ANY (ARRAY(SELECT claimed_id FROM c))
-RETURNING /*run_columns*/, c.prior_status
+-- The claim and run_start in one write (ClaimRunParams.Start), with the
+-- run_claimed and run_started (or run_resumed) events: the runs found by
+-- the c CTE of a claim_run*_start query (their ids locked, and their
+-- status before, as prior_status) become claimed and running in one new
+-- row version each, not two (u; by primary key, = ANY (ARRAY(…)), as in
+-- claim_run), and each run's two events are inserted in claim order (e;
+-- their payload: the runner and the run's new epoch). One row a run: its
+-- columns, prior_status (a paused run resumes: run_resumed), its events'
+-- ids in order and their created_at.
+u AS (
+     UPDATE workflow_runs r
+        SET claim_state        = 'running',
+            status             = 'running',
+            leased_by          = $1,
+            lease_until        = now() + $2::bigint * interval '1 microsecond',
+            last_heartbeat     = now(),
+            lease_epoch        = r.lease_epoch + 1,
+            claim_attempts     = r.claim_attempts + 1,
+            started_at         = coalesce(r.started_at, now()),
+            attempt_started_at = coalesce(r.attempt_started_at, now()),
+            error              = NULL,
+            error_json         = NULL,
+            checkpoint_json    = NULL,
+            updated_at         = now()
+       FROM c
+      WHERE r.id = c.claimed_id AND r.id = ANY (ARRAY(SELECT claimed_id FROM c))
+     RETURNING r.*, c.prior_status),
+e AS (
+     INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, payload_json)
+     SELECT u.id, u.workspace_id, u.env, u.attempt, x.typ,
+            jsonb_build_object('runner_id', $1::text, 'lease_epoch', u.lease_epoch)
+       FROM u, LATERAL (VALUES (1, 'run_claimed'),
+                               (2, CASE WHEN u.prior_status = 'paused' THEN 'run_resumed' ELSE 'run_started' END)) AS x(o, typ)
+      ORDER BY u.priority DESC, u.available_at, u.seq, x.o
+     RETURNING run_id, id, created_at)
+SELECT /*run_columns*/, u.prior_status, ev.ids, ev.at
+  FROM u JOIN (SELECT run_id, array_agg(id ORDER BY id) AS ids, min(created_at) AS at FROM e GROUP BY run_id) ev
+         ON ev.run_id = u.id
 
 -- name: claim_run_start
 -- claim_run, the runs started (_claim_start).
@@ -186,7 +201,7 @@ WITH c AS MATERIALIZED (
         WHERE /*_claimable*/
         ORDER BY priority DESC, available_at, seq
         LIMIT $5
-          FOR UPDATE SKIP LOCKED)
+          FOR UPDATE SKIP LOCKED),
 /*_claim_start*/;
 
 -- name: claim_run_id_start
@@ -195,7 +210,7 @@ WITH c AS MATERIALIZED (
        SELECT id AS claimed_id, status AS prior_status FROM workflow_runs
         WHERE id = $5::uuid
           AND /*_claimable*/
-          FOR UPDATE SKIP LOCKED)
+          FOR UPDATE SKIP LOCKED),
 /*_claim_start*/;
 
 -- name: claim_run_family_start
@@ -210,7 +225,7 @@ WITH RECURSIVE family(id) AS (
           AND /*_claimable*/
         ORDER BY priority DESC, available_at, seq
         LIMIT 1
-          FOR UPDATE SKIP LOCKED)
+          FOR UPDATE SKIP LOCKED),
 /*_claim_start*/;
 
 -- name: run_start
