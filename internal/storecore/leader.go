@@ -27,7 +27,8 @@ type Candidate struct {
 	Check func(ctx context.Context) (held bool, err error)
 	// Patient: a check may last until the end of the term and outlives
 	// Release (which waits for it), a failed one is tried again at the
-	// next interval while the term lasts, and one that succeeded renews
+	// next interval while the term lasts (the term is lost at its end,
+	// with the last failure), and one that succeeded renews
 	// the term from its sending whenever it returns. Otherwise a check
 	// lasts at most an interval, Release interrupts it, the first failure
 	// ends the term, and so does a check that returned after its end.
@@ -136,17 +137,25 @@ func (l *leadership) run(stopped context.Context, store string, p state.Campaign
 func (l *leadership) keep(stopped context.Context, store string, p state.CampaignParams, validFrom time.Time) error {
 	c, interval, hold := l.c, p.TTL/5, p.TTL-p.TTL/10
 	deadline := validFrom.Add(hold)
+	var failed error // the last check's, while a patient term lasts
 	for {
+		// The wait ends by the term's end: a patient term whose checks
+		// failed is lost then, not at the next interval, when the
+		// leadership may be another's already.
+		d := min(interval, time.Until(deadline))
 		if c.Wait == nil {
 			select {
 			case <-stopped.Done():
-			case <-time.After(interval):
+			case <-time.After(d):
 			}
-		} else if err := c.Wait(stopped, interval); err != nil && stopped.Err() == nil {
+		} else if err := c.Wait(stopped, d); err != nil && stopped.Err() == nil {
 			return c.Lose(err)
 		}
 		if stopped.Err() != nil {
 			return nil
+		}
+		if failed != nil && !time.Now().Before(deadline) {
+			return c.Lose(failed)
 		}
 		sent := time.Now()
 		ctx, end := stopped, deadline
@@ -164,11 +173,13 @@ func (l *leadership) keep(stopped context.Context, store string, p state.Campaig
 		case err == nil && !held:
 			return fmt.Errorf("%s: leadership %s taken over by another candidate", store, p.Name)
 		case err == nil && (c.Patient || time.Now().Before(deadline)):
-			deadline = sent.Add(hold)
+			deadline, failed = sent.Add(hold), nil
 		case err == nil:
 			return c.Lose(fmt.Errorf("the check took past the end of the term (%s)", hold))
 		case !c.Patient || !time.Now().Before(deadline):
 			return c.Lose(err)
+		default:
+			failed = err
 		}
 	}
 }

@@ -121,3 +121,30 @@ func TestTermWaitAndRelease(t *testing.T) {
 	default:
 	}
 }
+
+// TestPatientTermLostAtItsEnd: a patient term whose checks keep failing
+// is lost 0.9 × TTL after its last success was sent, not at the interval
+// after (by then its lease may have expired and another taken over).
+func TestPatientTermLostAtItsEnd(t *testing.T) {
+	t.Parallel()
+	const ttl = 5 * time.Second // checks every second, the term ends at 4.5 s
+	c, _, _ := fakeCandidate(1, func() (bool, error) { return true, errors.New("database is closed") })
+	c.Patient = true
+	start := time.Now()
+	l, err := campaign(t.Context(), c, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	select {
+	case <-l.Lost():
+		if d := time.Since(start); d < ttl-ttl/10 || d > ttl-ttl/20 {
+			t.Fatalf("lost %s after the term began, want at its end (%s)", d, ttl-ttl/10)
+		}
+		if err := l.Err(); err == nil || err.Error() != "lost: database is closed" {
+			t.Fatalf("Err() = %v, want the last failure", err)
+		}
+	case <-time.After(2 * ttl):
+		t.Fatal("the term was not lost")
+	}
+}
