@@ -5,9 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
+	"github.com/starflow/starflow/internal/storecore"
 	"github.com/starflow/starflow/state"
 )
 
@@ -21,42 +20,39 @@ var _ state.Elector = (*Store)(nil)
 // term when a renewal finds another owner, or when none succeeded within
 // 0.9 × TTL of being sent (its monotonic clock: the row expires TTL after
 // the renewal statement ran, which is no earlier) — so a holder gives up
-// before anyone else can take over.
+// before anyone else can take over. Release stops the renewals and
+// deletes the row (when it is still this owner's), so that another
+// candidate takes over at its next try.
 func (s *Store) Campaign(ctx context.Context, p *state.CampaignParams) (state.Leadership, error) {
-	if err := checkCampaign(p); err != nil {
-		return nil, err
-	}
-	retry := p.TTL / 5
-	for {
-		sent := time.Now()
-		held, err := s.takeLeader(ctx, p)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, err
-		}
-		if held {
-			return s.newLeadership(p, sent), nil
-		}
-		t := time.NewTimer(retry)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
+	return storecore.Campaign(ctx, "sqlitestore", p, s.candidate)
 }
 
-func checkCampaign(p *state.CampaignParams) error {
-	switch {
-	case p.Name == "" || p.Owner == "":
-		return errors.New("sqlitestore: campaign: Name and Owner are required")
-	case p.TTL < state.LeaderTTLMin:
-		return fmt.Errorf("sqlitestore: campaign: TTL %s is below the minimum %s", p.TTL, state.LeaderTTLMin)
-	}
-	return nil
+// candidate is the lease row's mechanism for storecore.Campaign. A
+// renewal may wait for the file's write lock (Patient); it never outlives
+// the term it is trying to extend.
+func (s *Store) candidate(_ context.Context, p *state.CampaignParams) (*storecore.Candidate, error) {
+	return &storecore.Candidate{
+		Take: func(ctx context.Context) (bool, error) { return s.takeLeader(ctx, p) },
+		Check: func(ctx context.Context) (bool, error) {
+			res, err := s.write.ExecContext(ctx, `UPDATE leader_leases SET until = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?)
+WHERE name = ? AND owner = ?`, sqliteOffset(p.TTL), p.Name, p.Owner)
+			if err != nil {
+				return false, err
+			}
+			n, err := res.RowsAffected()
+			return n > 0, err
+		},
+		Patient: true,
+		Lose: func(err error) error {
+			return fmt.Errorf("sqlitestore: leadership %s not renewed within %s: %w", p.Name, p.TTL-p.TTL/10, translate(err))
+		},
+		Release: func(ctx context.Context) error {
+			if _, err := s.write.ExecContext(ctx, `DELETE FROM leader_leases WHERE name = ? AND owner = ?`, p.Name, p.Owner); err != nil {
+				return fmt.Errorf("sqlitestore: release leadership %s: %w", p.Name, translate(err))
+			}
+			return nil
+		},
+	}, nil
 }
 
 // takeLeader takes the leadership for p.Owner when it is free, expired or
@@ -85,96 +81,4 @@ WHERE leader_leases.owner = excluded.owner OR leader_leases.until < `+sqliteNow,
 		return false, fmt.Errorf("sqlitestore: campaign %s: %w", p.Name, err)
 	}
 	return n == 1, nil
-}
-
-// leadership is one term held in leader_leases.
-type leadership struct {
-	s    *Store
-	p    state.CampaignParams
-	lost chan struct{}
-	stop chan struct{}
-	done chan struct{}
-
-	mu       sync.Mutex
-	err      error
-	released bool
-}
-
-// newLeadership starts renewing the term that began with the statement
-// sent at validFrom.
-func (s *Store) newLeadership(p *state.CampaignParams, validFrom time.Time) *leadership {
-	l := &leadership{s: s, p: *p, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	go l.renew(validFrom)
-	return l
-}
-
-func (l *leadership) Lost() <-chan struct{} { return l.lost }
-
-func (l *leadership) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
-
-func (l *leadership) lose(err error) {
-	l.mu.Lock()
-	l.err = err
-	l.mu.Unlock()
-	close(l.lost)
-}
-
-// renew extends the lease every TTL/5 until Release or the term is lost.
-func (l *leadership) renew(validFrom time.Time) {
-	defer close(l.done)
-	ttl := l.p.TTL
-	hold := ttl - ttl/10
-	deadline := validFrom.Add(hold)
-	t := time.NewTicker(ttl / 5)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-		}
-		sent := time.Now()
-		// A renewal may wait for the file's write lock; it never outlives
-		// the term it is trying to extend.
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		res, err := l.s.write.ExecContext(ctx, `UPDATE leader_leases SET until = strftime('%Y-%m-%dT%H:%M:%fZ','now', ?)
-WHERE name = ? AND owner = ?`, sqliteOffset(ttl), l.p.Name, l.p.Owner)
-		cancel()
-		var n int64
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
-		switch {
-		case err == nil && n == 0:
-			l.lose(fmt.Errorf("sqlitestore: leadership %s taken over by another candidate", l.p.Name))
-			return
-		case err == nil:
-			deadline = sent.Add(hold)
-		case !time.Now().Before(deadline):
-			l.lose(fmt.Errorf("sqlitestore: leadership %s not renewed within %s: %w", l.p.Name, hold, translate(err)))
-			return
-		}
-	}
-}
-
-// Release stops the renewals and deletes the row (when it is still this
-// owner's), so that another candidate takes over at its next try.
-func (l *leadership) Release(ctx context.Context) error {
-	l.mu.Lock()
-	if l.released {
-		l.mu.Unlock()
-		return nil
-	}
-	l.released = true
-	l.mu.Unlock()
-	close(l.stop)
-	<-l.done
-	if _, err := l.s.write.ExecContext(ctx, `DELETE FROM leader_leases WHERE name = ? AND owner = ?`, l.p.Name, l.p.Owner); err != nil {
-		return fmt.Errorf("sqlitestore: release leadership %s: %w", l.p.Name, translate(err))
-	}
-	return nil
 }
