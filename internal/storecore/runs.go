@@ -221,20 +221,22 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 		started := p.Start && s.queries[query+"_start"] != ""
 		if started {
 			query = query + "_start" // PostgreSQL's (queries_test.go: pgOnly)
+			args = append(args, ClaimStartArg(p))
 		}
 		rows, err := t.tx.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}
-		prior := map[string]string{} // a run's status before the claim
-		events := map[string][]*starflowtype.Event{}
+		prior := map[string]string{}     // a run's status before the claim
+		var events []*starflowtype.Event // written by a _start statement
 		for rows.Next() {
 			var before string
 			var ids []int64
 			var at time.Time
+			var payloads []string
 			var more []any
 			if started {
-				more = []any{&before, &ids, &at}
+				more = []any{&before, &ids, &at, &payloads}
 			}
 			r, err := scanRun(rows, more...)
 			if err != nil {
@@ -245,10 +247,10 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 			prior[r.ID] = cmp.Or(before, string(r.Status))
 			if started {
 				m := runMeta{id: r.ID, attempt: r.Attempt, status: before}
-				for i, e := range []EventIn{claimedEvent(r), startEvent(m, r.Lease())} {
-					if i < len(ids) {
-						events[r.ID] = append(events[r.ID], &starflowtype.Event{ID: ids[i], RunID: r.ID, Attempt: r.Attempt,
-							Type: e.Type, Payload: e.Payload, CreatedAt: at})
+				for i, typ := range []starflowtype.EventType{starflowtype.EventRunClaimed, startEvent(m, r.Lease()).Type} {
+					if i < len(ids) && i < len(payloads) {
+						events = append(events, &starflowtype.Event{ID: ids[i], RunID: r.ID, Attempt: r.Attempt,
+							Type: typ, Payload: json.RawMessage(payloads[i]), CreatedAt: at})
 					}
 				}
 			}
@@ -265,9 +267,11 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 		slices.SortStableFunc(out, func(a, b *starflowtype.Run) int {
 			return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.AvailableAt.Compare(b.AvailableAt), a.CreatedAt.Compare(b.CreatedAt))
 		})
+		// The events in the order they were written (ids).
+		slices.SortFunc(events, func(a, b *starflowtype.Event) int { return cmp.Compare(a.ID, b.ID) })
+		t.ch.Events = append(t.ch.Events, events...)
 		for i, r := range out {
-			if started { // the statement wrote the events
-				t.ch.Events = append(t.ch.Events, events[r.ID]...)
+			if started {
 				continue
 			}
 			m := runMeta{id: r.ID, workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt, status: prior[r.ID]}
@@ -302,6 +306,10 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 	}
 	return out, nil
 }
+
+// ClaimStartArg is the argument a claim_run*_start query takes after the
+// claim's: the runner id as a JSON string, for the events' payloads.
+func ClaimStartArg(p *state.ClaimRunParams) string { return string(marshal(p.RunnerID)) }
 
 // ClaimArgs are the arguments of the claim_run query for p and limit
 // (pgstore's ExplainClaim passes the same).

@@ -275,7 +275,9 @@ var badValue = map[string]string{
 // of a caller's transaction, sp (Store.EnqueueTx). Until begun, BEGIN has
 // not been sent; until lockTimeout is "", the lock timeout has not been
 // set: both go in the pipeline of the next statement. notify are the
-// pools Commit notifies (Notify).
+// pools Commit notifies (Notify): a rollback to a savepoint of the core's
+// (storecore's savepoint mode, used only by single-writer dialects) would
+// not take back a notification queued before it.
 type tx struct {
 	conn        *pgxpool.Conn // nil once released, and for a savepoint
 	sp          pgx.Tx
@@ -298,6 +300,9 @@ func (t *tx) on() interface {
 	}
 	return t.conn
 }
+
+// ended reports whether Commit or Rollback returned the connection.
+func (t *tx) ended() bool { return t.conn == nil && t.sp == nil }
 
 // ready reports whether nothing waits to go before the next statement.
 func (t *tx) ready() bool { return (t.begun || t.sp != nil) && t.lockTimeout == "" }
@@ -345,6 +350,9 @@ func (t *tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 }
 
 func (t *tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	if t.ended() {
+		return 0, pgx.ErrTxClosed
+	}
 	if t.ready() {
 		tag, err := t.on().Exec(ctx, sql, args...)
 		return tag.RowsAffected(), err
@@ -361,6 +369,9 @@ func (t *tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 }
 
 func (t *tx) QueryRow(ctx context.Context, sql string, args ...any) storecore.Row {
+	if t.ended() {
+		return errRow{pgx.ErrTxClosed}
+	}
 	if t.ready() {
 		return t.on().QueryRow(ctx, sql, args...)
 	}
@@ -372,6 +383,9 @@ func (t *tx) QueryRow(ctx context.Context, sql string, args ...any) storecore.Ro
 }
 
 func (t *tx) Query(ctx context.Context, sql string, args ...any) (storecore.Rows, error) {
+	if t.ended() {
+		return nil, pgx.ErrTxClosed
+	}
 	if t.ready() {
 		return t.on().Query(ctx, sql, args...)
 	}
@@ -414,7 +428,11 @@ func (t *tx) Commit(ctx context.Context) error {
 	})
 	err := t.conn.SendBatch(ctx, b).Close()
 	if err != nil && t.conn.Conn().PgConn().TxStatus() != 'I' {
-		_, _ = t.conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		// A notification failed before COMMIT: end the transaction, or
+		// leave the connection to the pool to close.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, _ = t.conn.Exec(rctx, "ROLLBACK")
+		cancel()
 	}
 	return err
 }

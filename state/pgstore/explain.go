@@ -39,6 +39,7 @@ func (s *Store) ExplainClaim(ctx context.Context, p *state.ClaimRunParams) (*Pla
 	name := "claim_run"
 	if p.Start {
 		name += "_start"
+		args = append(args, storecore.ClaimStartArg(p))
 	}
 	return s.explain(ctx, query(name), args)
 }

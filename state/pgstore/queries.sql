@@ -161,9 +161,10 @@ RETURNING /*run_columns*/;
 -- status before, as prior_status) become claimed and running in one new
 -- row version each, not two (u; by primary key, = ANY (ARRAY(…)), as in
 -- claim_run), and each run's two events are inserted in claim order (e;
--- their payload: the runner and the run's new epoch). One row a run: its
+-- their payload: the run's new epoch and the runner, $6 as a JSON string,
+-- in the bytes the core's encoding of {lease_epoch, runner_id} gives). One row a run: its
 -- columns, prior_status (a paused run resumes: run_resumed), its events'
--- ids in order and their created_at.
+-- ids in order, their created_at and their payloads as stored.
 u AS (
      UPDATE workflow_runs r
         SET claim_state        = 'running',
@@ -185,13 +186,15 @@ u AS (
 e AS (
      INSERT INTO workflow_run_events (run_id, workspace_id, env, attempt, event_type, payload_json)
      SELECT u.id, u.workspace_id, u.env, u.attempt, x.typ,
-            jsonb_build_object('runner_id', $1::text, 'lease_epoch', u.lease_epoch)
+            ('{"lease_epoch":' || u.lease_epoch || ',"runner_id":' || $6::text || '}')::json
        FROM u, LATERAL (VALUES (1, 'run_claimed'),
                                (2, CASE WHEN u.prior_status = 'paused' THEN 'run_resumed' ELSE 'run_started' END)) AS x(o, typ)
       ORDER BY u.priority DESC, u.available_at, u.seq, x.o
-     RETURNING run_id, id, created_at)
-SELECT /*run_columns*/, u.prior_status, ev.ids, ev.at
-  FROM u JOIN (SELECT run_id, array_agg(id ORDER BY id) AS ids, min(created_at) AS at FROM e GROUP BY run_id) ev
+     RETURNING run_id, id, created_at, payload_json)
+SELECT /*run_columns*/, u.prior_status, ev.ids, ev.at, ev.payloads
+  FROM u JOIN (SELECT run_id, array_agg(id ORDER BY id) AS ids, min(created_at) AS at,
+                      array_agg(payload_json::text ORDER BY id) AS payloads
+                 FROM e GROUP BY run_id) ev
          ON ev.run_id = u.id
 
 -- name: claim_run_start

@@ -77,6 +77,12 @@ func TestTransactions(t *testing.T) {
 	if err := c.Commit(ctx); !errors.Is(err, pgx.ErrTxClosed) {
 		t.Errorf("second Commit = %v, want pgx.ErrTxClosed", err)
 	}
+	if _, err := c.Exec(ctx, "SELECT 1"); !errors.Is(err, pgx.ErrTxClosed) {
+		t.Errorf("Exec after Commit = %v, want pgx.ErrTxClosed", err)
+	}
+	if err := c.QueryRow(ctx, "SELECT 1").Scan(new(int)); !errors.Is(err, pgx.ErrTxClosed) {
+		t.Errorf("QueryRow after Commit = %v, want pgx.ErrTxClosed", err)
+	}
 	c = begin(storecore.TxOptions{})
 	if got := setting(c, "enable_seqscan"); got != "on" {
 		t.Errorf("enable_seqscan without ByKey = %q, want on (a setting of an earlier transaction leaked)", got)

@@ -76,8 +76,8 @@ func (s *suite) testClaim(t *testing.T) {
 			evs := h.events(r.ID)
 			wantEventTypes(t, evs, starflowtype.EventRunQueued, starflowtype.EventRunClaimed, starflowtype.EventRunStarted)
 			for _, e := range evs[1:] {
-				equal(t, string(e.Type)+" runner_id", payloadField(t, e, "runner_id"), any(runnerA))
-				equal(t, string(e.Type)+" lease_epoch", payloadField(t, e, "lease_epoch"), any(float64(1)))
+				// The bytes every path writes (a claim, then OnRunStart, too).
+				equal(t, string(e.Type)+" payload", string(e.Payload), `{"lease_epoch":1,"runner_id":"`+runnerA+`"}`)
 			}
 			// The lease returned is the one the store holds.
 			h.runStep(stepKey(r, "", "s1"), r.Lease(), `1`, `{}`)
@@ -106,6 +106,22 @@ func (s *suite) testClaim(t *testing.T) {
 		equal(t, "run_started events", h.countEvents(r.ID, starflowtype.EventRunStarted), 1)
 		h.wantLeaseLost("the lease before the pause", r, l)
 		h.nodeComplete(k, r.Lease(), `{}`, `{}`)
+
+		// A run and its descendants (starflow run's claim), started.
+		parent := h.enqueue(nil)
+		child := h.enqueue(&state.EnqueueRunParams{ParentRunID: parent.ID})
+		h.enqueue(nil) // not of the family
+		for _, want := range []string{parent.ID, child.ID, ""} {
+			runs, err := h.a.ClaimRuns(h.ctx(), &state.ClaimRunParams{RunnerID: runnerA, LeaseTTL: leaseTTL,
+				RunID: parent.ID, WithDescendants: true, Start: true})
+			if err != nil || len(runs) > 1 || (want == "") != (len(runs) == 0) || (want != "" && runs[0].ID != want) {
+				t.Fatalf("ClaimRuns(family, Start) = %s, %v; want run %q", dump(runs), err, want)
+			}
+			if want != "" {
+				equal(t, "family run status", runs[0].Status, starflowtype.RunRunning)
+				wantEventTypes(t, h.events(want), starflowtype.EventRunQueued, starflowtype.EventRunClaimed, starflowtype.EventRunStarted)
+			}
+		}
 	})
 
 	t.Run("SetsLease", func(t *testing.T) {

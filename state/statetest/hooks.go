@@ -1,11 +1,13 @@
 package statetest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -73,6 +75,16 @@ func (r *recorder) last(op state.Op) state.Change {
 	return ch
 }
 
+// sameEvent checks a Change's event against the event as stored: the
+// same id, type, step, attempt, time and payload bytes.
+func sameEvent(t *testing.T, what string, i int, got, stored *starflowtype.Event) {
+	t.Helper()
+	if got.ID != stored.ID || got.Type != stored.Type || got.NodeID != stored.NodeID || got.RunID != stored.RunID ||
+		got.Attempt != stored.Attempt || !got.CreatedAt.Equal(stored.CreatedAt) || string(got.Payload) != string(stored.Payload) {
+		t.Errorf("%s: Change.Events[%d] = %+v (payload %s), stored %+v (payload %s)", what, i, got, got.Payload, stored, stored.Payload)
+	}
+}
+
 // testHooks: a TxHook sees each write's Change, can veto the write, and can
 // add rows that commit with it.
 func (s *suite) testHooks(t *testing.T) {
@@ -104,9 +116,7 @@ func (s *suite) testHooks(t *testing.T) {
 				return
 			}
 			for i := range stored {
-				if ch.Events[i].ID != stored[i].ID || ch.Events[i].Type != stored[i].Type || ch.Events[i].NodeID != stored[i].NodeID {
-					t.Errorf("%s: Change.Events[%d] = %+v, stored %+v", ch.Op, i, ch.Events[i], stored[i])
-				}
+				sameEvent(t, string(ch.Op), i, ch.Events[i], stored[i])
 			}
 		}
 
@@ -138,6 +148,28 @@ func (s *suite) testHooks(t *testing.T) {
 		equal(t, "ClaimRun change lease", ch.Run.Lease(), c.Lease())
 		checkEvents(ch, r.ID, mark)
 		wantEventTypes(t, ch.Events, starflowtype.EventRunClaimed)
+
+		// A claim that starts its runs (the runner's): one Change of both
+		// runs, their events in the order they were written, as stored.
+		a, b := h.enqueue(nil), h.enqueue(nil)
+		markA, markB := h.lastEventID(a.ID), h.lastEventID(b.ID)
+		started, err := h.a.ClaimRuns(h.ctx(), &state.ClaimRunParams{RunnerID: runnerB, LeaseTTL: leaseTTL, Limit: 2, Start: true})
+		if err != nil || len(started) != 2 {
+			t.Fatalf("ClaimRuns(Start) = %s, %v; want two runs", dump(started), err)
+		}
+		ch = rec.last("ClaimRun")
+		if len(ch.Runs) != 2 || ch.Runs[0].ID != a.ID || ch.Runs[1].ID != b.ID {
+			t.Errorf("ClaimRuns(Start) change runs = %s, want %s and %s", dump(ch.Runs), a.ID, b.ID)
+		}
+		stored := append(h.eventsAfter(a.ID, markA), h.eventsAfter(b.ID, markB)...)
+		slices.SortFunc(stored, func(x, y *starflowtype.Event) int { return cmp.Compare(x.ID, y.ID) })
+		if len(ch.Events) != 4 || len(stored) != 4 {
+			t.Errorf("ClaimRuns(Start) Change.Events %v, stored %v; want two each", eventTypes(ch.Events), eventTypes(stored))
+		} else {
+			for i := range stored {
+				sameEvent(t, "ClaimRuns(Start)", i, ch.Events[i], stored[i])
+			}
+		}
 
 		mark = h.lastEventID(r.ID)
 		l := c.Lease()
