@@ -227,7 +227,6 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 		if err != nil {
 			return err
 		}
-		prior := map[string]string{}     // a run's status before the claim
 		var events []*starflowtype.Event // written by a _start statement
 		for rows.Next() {
 			var before string
@@ -244,7 +243,6 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 				return err
 			}
 			out = append(out, r)
-			prior[r.ID] = cmp.Or(before, string(r.Status))
 			if started {
 				m := runMeta{id: r.ID, attempt: r.Attempt, status: before}
 				for i, typ := range []starflowtype.EventType{starflowtype.EventRunClaimed, startEvent(m, r.Lease()).Type} {
@@ -274,7 +272,8 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 			if started {
 				continue
 			}
-			m := runMeta{id: r.ID, workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt, status: prior[r.ID]}
+			// The claim left the status as it was: the one before.
+			m := runMeta{id: r.ID, workspace: r.WorkspaceID, env: r.Env, attempt: r.Attempt, status: string(r.Status)}
 			claimed := claimedEvent(r)
 			if !p.Start {
 				if err := t.event(ctx, m, r.ID, 0, claimed.Type, "", "", claimed.Payload); err != nil {
