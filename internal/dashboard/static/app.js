@@ -539,13 +539,18 @@ async function pageRun(main, id) {
   // one more after it, and reloads are spaced by at least the time the
   // last one took (a run of thousands of steps has a ledger of megabytes;
   // overlapping reloads of it kept the page and the server busy).
-  let timer = null; let inflight = false; let again = false; let took = 0; let left = false;
+  // Once the page shows the run settled, one more reload reads what
+  // committed with its end (a ledger read beside the run's may have been
+  // served just before it); after that nothing changes, and the stream's
+  // remaining messages reload nothing.
+  let timer = null; let inflight = false; let again = false; let took = 0; let left = false; let last = false;
   const reload = () => {
-    if (left) return;
+    if (left || last) return;
     if (inflight) { again = true; return; }
     if (timer) return;
     timer = setTimeout(async () => {
       timer = null; inflight = true;
+      if (TERMINAL.has(run.status)) last = true;
       const t0 = performance.now();
       try { await load(); } catch (e) { replace(progressBox, errorBox(e)); }
       took = performance.now() - t0;
