@@ -55,7 +55,7 @@ func (s *Store) ListRuns(ctx context.Context, p *state.ListRunsParams) ([]*starf
 // times have precision prec, and its arguments ("" when no run can
 // match): list_runs_children for a parent's runs, list_runs_any for every
 // workspace's, list_runs_status for a workspace's runs in some statuses,
-// else list_runs. pgstore's ExplainListRuns plans the same.
+// else list_runs. pgstore's plan tests explain the same (ExplainListRuns).
 func ListRunsQuery(p *state.ListRunsParams, prec time.Duration) (string, []any, error) {
 	l, err := newListing(p, prec)
 	if err != nil || l.none {

@@ -311,7 +311,7 @@ func (s *Store) ClaimRuns(ctx context.Context, p *state.ClaimRunParams) ([]*star
 func ClaimStartArg(p *state.ClaimRunParams) string { return string(marshal(p.RunnerID)) }
 
 // ClaimArgs are the arguments of the claim_run query for p and limit
-// (pgstore's ExplainClaim passes the same).
+// (pgstore's plan tests explain the same, ExplainClaim).
 func ClaimArgs(p *state.ClaimRunParams, limit int) []any {
 	return []any{p.RunnerID, p.LeaseTTL, orEmpty(p.Pools), p.WorkspaceID, limit}
 }

@@ -1,5 +1,8 @@
 package pgstore
 
+// The EXPLAIN helpers of the plan tests (explain_test.go, listplan_test.go,
+// …): methods of Store compiled into the test binary only.
+
 import (
 	"context"
 	"encoding/json"
@@ -29,8 +32,7 @@ type Plan struct {
 
 // ExplainClaim returns the plans of the exact statement ClaimRun runs for p
 // (with p.Start, the claim that starts its runs), with the same arguments.
-// Operators use it to check that claims walk idx_workflow_runs_claim_pool;
-// the tests do.
+// The tests check with it that claims walk idx_workflow_runs_claim_pool.
 func (s *Store) ExplainClaim(ctx context.Context, p *state.ClaimRunParams) (*Plan, error) {
 	args := storecore.ClaimArgs(p, 1)
 	for i, a := range args {
