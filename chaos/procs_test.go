@@ -247,12 +247,20 @@ func postgresBin(t *testing.T) string {
 
 func startPG(t *testing.T) *pgCluster {
 	t.Helper()
-	base, err := os.MkdirTemp("", "starflow-chaos-pg-")
+	bin := postgresBin(t)
+	stopOrphans(t, bin)
+	base, err := os.MkdirTemp("", pgDirPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
-	c := &pgCluster{bin: postgresBin(t), data: filepath.Join(base, "data"), sock: base,
+	// The owner file names this process: a later harness stops the cluster
+	// when this one was killed before its cleanup ran (SIGKILL, a test
+	// timeout), since pg_ctl's server outlives it.
+	if err := os.WriteFile(filepath.Join(base, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &pgCluster{bin: bin, data: filepath.Join(base, "data"), sock: base,
 		log: filepath.Join(base, "postgres.log"), port: freePort(t), asPostgres: os.Geteuid() == 0}
 	if c.asPostgres {
 		// initdb refuses root: the cluster belongs to postgres.
@@ -268,6 +276,37 @@ func startPG(t *testing.T) *pgCluster {
 	}
 	t.Cleanup(func() { _, _ = c.run("pg_ctl", "-D", c.data, "-m", "immediate", "-w", "stop") })
 	return c
+}
+
+// pgDirPrefix begins the name of every harness cluster's directory.
+const pgDirPrefix = "starflow-chaos-pg-"
+
+// stopOrphans stops and removes the clusters of harness processes that no
+// longer exist.
+func stopOrphans(t *testing.T, bin string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), pgDirPrefix+"*"))
+	for _, base := range dirs {
+		b, err := os.ReadFile(filepath.Join(base, "owner"))
+		if err != nil {
+			continue // being created, or not the harness's
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue // its owner runs
+		}
+		c := &pgCluster{bin: bin, data: filepath.Join(base, "data"), asPostgres: os.Geteuid() == 0}
+		out, err := c.run("pg_ctl", "-D", c.data, "status")
+		if err == nil {
+			t.Logf("chaos: stopping the cluster %s left by killed harness process %d", base, pid)
+			if out, err := c.run("pg_ctl", "-D", c.data, "-m", "immediate", "-w", "stop"); err != nil {
+				t.Logf("chaos: pg_ctl stop: %v\n%s", err, out)
+				continue
+			}
+		} else if len(out) == 0 {
+			continue
+		}
+		os.RemoveAll(base)
+	}
 }
 
 func (c *pgCluster) run(tool string, args ...string) ([]byte, error) {
@@ -372,4 +411,25 @@ func runCLI(ctx context.Context, bin string, env []string, args ...string) (stri
 		return string(out), fmt.Errorf("starflow %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return string(out), nil
+}
+
+// TestOrphanClusterStopped: a cluster whose harness process is gone (killed
+// before its cleanup ran) is stopped and removed by the next harness.
+func TestOrphanClusterStopped(t *testing.T) {
+	c := startPG(t)
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Dir(c.data)
+	if err := os.WriteFile(filepath.Join(base, "owner"), []byte(strconv.Itoa(dead.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stopOrphans(t, c.bin)
+	if out, err := c.run("pg_ctl", "-D", c.data, "status"); err == nil {
+		t.Fatalf("the orphan cluster still runs:\n%s", out)
+	}
+	if _, err := os.Stat(base); !os.IsNotExist(err) {
+		t.Fatalf("the orphan cluster's directory is still there: %v", err)
+	}
 }
