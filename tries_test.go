@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,5 +202,68 @@ steps:
 		if st := stepByID(steps, id); st == nil || st.Status != starflowtype.StepSucceeded || st.Tries != 1 {
 			t.Errorf("%s row %+v: want succeeded, tries 1", id, st)
 		}
+	}
+}
+
+// TestCaughtFailureNotRunAgainOnWake: a try whose catch parks at a wait
+// is re-entered when the wait is woken (a new execution of the attempt);
+// the body's step that failed is not run again — its recorded failure is
+// what the catch goes on with — and the catch's steps before the wait are
+// restored, not re-run.
+func TestCaughtFailureNotRunAgainOnWake(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, starflow.Config{})
+	var calls atomic.Int64
+	h.eng.RegisterStep("charge", func(context.Context, *step.Request) (any, error) {
+		if calls.Add(1) == 1 {
+			return nil, step.Permanent(errors.New("card declined"))
+		}
+		return "charged", nil // a second call would take the try's other path
+	})
+	h.start()
+	h.apply(`name: caught-wait
+steps:
+  - id: pay
+    try:
+      steps:
+        - id: before
+          context_set: {x: 1}
+        - id: charge
+          charge: {}
+        - id: never
+          context_set: {y: 1}
+      catch:
+        - id: note
+          context_set: {declined: "${{ error.message }}"}
+        - id: review
+          wait: {signal: go}
+        - id: after
+          context_set: {seen: "${{ error.message }}", x_seen: "${{ variables.x }}"}
+output: "${{ variables }}"
+`)
+	run := h.enqueue("caught-wait", nil)
+	awaitParked(t, h, run.ID)
+	if _, err := h.eng.Signal(context.Background(), run.ID, "go", json.RawMessage(`{}`)); err != nil {
+		t.Fatalf("signal: %v", err)
+	}
+	end := awaitEnd(t, h, run.ID)
+	if end.Status != starflowtype.RunSucceeded {
+		t.Fatalf("run %s: %s", end.Status, end.Error)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the failed step ran %d times, want once", n)
+	}
+	out := outputOf(t, end)
+	if out["y"] != nil || out["x_seen"] != 1.0 || !strings.Contains(fmt.Sprint(out["seen"]), "card declined") || out["declined"] != out["seen"] {
+		t.Errorf("output: %s", end.Output)
+	}
+	evs := h.events(run.ID)
+	for _, id := range []string{"charge", "note", "review", "after", "pay"} {
+		if got := tryNumbers(t, evs, starflowtype.EventNodeStart, id); !slices.Equal(got, []int{1}) {
+			t.Errorf("node_start of %s: tries %v, want exactly one (events %v)", id, got, eventTypes(evs))
+		}
+	}
+	if n := countEvents(evs, starflowtype.EventNodeError, "charge"); n != 1 {
+		t.Errorf("node_error of charge: %d, want 1", n)
 	}
 }

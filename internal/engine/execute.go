@@ -55,8 +55,13 @@ type runState struct {
 	// executions left unfinished, by scope path + "\x00" + step id
 	// (tries.go). Read-only once loaded.
 	found map[string]*starflowtype.Step
-	mu    sync.Mutex // guards phase and waiting
-	phase string
+	// failed holds, by the same key, the failures of found's failed rows
+	// as their node_error events recorded them (tries.go): an instance
+	// found there is not run again, its failure is replayed. Read-only
+	// once loaded.
+	failed map[string]*failure
+	mu     sync.Mutex // guards phase and waiting
+	phase  string
 	// waiting lists the step instances that entered a durable wait in
 	// this execution and have not been closed (see closeWaiting).
 	waiting []waitingStep

@@ -98,10 +98,17 @@ func (l *ledger) nodeComplete(ctx context.Context, scope, stepID, kind string, t
 }
 
 // nodeError records a step instance's terminal failure; cancelled records
-// it cancelled instead (a lane that lost its race).
-func (l *ledger) nodeError(ctx context.Context, scope, stepID, kind string, try int, err error, cancelled bool) error {
+// it cancelled instead (a lane that lost its race). rec (nil: none) is the
+// failure as the run goes on with it, kept in the node_error event's
+// payload so that a later execution of the attempt replays it (tries.go).
+func (l *ledger) nodeError(ctx context.Context, scope, stepID, kind string, try int, err error, cancelled bool, rec *failure) error {
+	msg := l.red.Error(err)
+	var payload json.RawMessage
+	if rec != nil {
+		payload = rec.payload(try, msg, cancelled)
+	}
 	return l.obs.ended(scope, stepID, kind, stepStatus(cancelled), false, l.store.OnNodeError(ctx, &state.NodeErrorParams{StepKey: l.key(scope, stepID), Lease: l.lease, Kind: kind, Try: try,
-		Error: l.red.Error(err), Cancelled: cancelled}))
+		Error: msg, Cancelled: cancelled, Payload: payload}))
 }
 
 func (l *ledger) nodeSkipped(ctx context.Context, scope, stepID, kind, reason string) error {

@@ -158,6 +158,9 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 	if cp, ok := rs.restored[scope+"\x00"+s.ID]; ok {
 		return rs.restore(f, s, cp)
 	}
+	if rec := rs.replayable(scope, s.ID); rec != nil && !s.IsConstruct() {
+		return nil, rs.replay(f, s, rec)
+	}
 	rs.led.obs.begin(scope, s.ID, kind) // its duration runs from here (metrics.go)
 	if s.When != nil {
 		ok, err := rs.evalBool(ctx, f, "when", s.When)
@@ -271,18 +274,24 @@ func (rs *runState) execStep(ctx context.Context, f *frame, s *workflow.Step) (a
 //
 // A step cancelled because its race was lost (raceLost) is recorded
 // cancelled, not failed.
+//
+// A construct whose failure an earlier execution of the attempt recorded
+// (its inner failure replayed, see replay) is not recorded again.
 func (rs *runState) fail(f *frame, s *workflow.Step, try int, err error) error {
 	var lost *raceLost
 	cancelled := errors.As(err, &lost)
-	if werr := rs.led.nodeError(rs.root, f.scope, s.ID, s.Kind(), try, err, cancelled); werr != nil {
-		return werr
+	info, kind, retryable, fin := rs.stepError(s.ID, s.Kind(), f.scope, err)
+	if rs.replayable(f.scope, s.ID) == nil {
+		rec := &failure{info: info, kind: kind, retryable: retryable, final: fin}
+		if werr := rs.led.nodeError(rs.root, f.scope, s.ID, s.Kind(), try, err, cancelled, rec); werr != nil {
+			return werr
+		}
 	}
 	status := starflowtype.StepFailed
 	if cancelled {
 		status = starflowtype.StepCancelled
 	}
 	f.steps[s.ID] = map[string]any{"status": string(status), "error": rs.led.red.Error(err)}
-	info, kind, retryable, fin := rs.stepError(s.ID, s.Kind(), f.scope, err)
 	return &stepFailed{stepID: s.ID, kind: s.Kind(), scope: f.scope, err: err, info: info, innerKind: kind, retryable: retryable, final: fin}
 }
 

@@ -52,12 +52,17 @@ func (rs *runState) loadSteps(ctx context.Context) error {
 		return fmt.Errorf("load step rows: %w", err)
 	}
 	rs.found = map[string]*starflowtype.Step{}
+	failedRows := false
 	for _, st := range steps {
 		if st.Attempt == rs.run.Attempt && st.Status != starflowtype.StepSucceeded {
 			rs.found[st.ScopePath+"\x00"+st.StepID] = st
+			failedRows = failedRows || st.Status == starflowtype.StepFailed
 		}
 	}
-	return nil
+	if !failedRows {
+		return nil
+	}
+	return rs.loadFailures(ctx)
 }
 
 // priorTries is how many tries of the instance were started in this
@@ -85,6 +90,12 @@ func (rs *runState) openTry(scope, stepID string) int {
 func (rs *runState) enter(scope, stepID, kind string) (int, error) {
 	if try := rs.openTry(scope, stepID); try > 0 {
 		return try, nil
+	}
+	if rs.replayable(scope, stepID) != nil {
+		// A construct that failed in an earlier execution: walked again to
+		// replay its inner failure, not started again (fail writes nothing
+		// for it either).
+		return max(rs.found[scope+"\x00"+stepID].Tries, 1), nil
 	}
 	try := rs.priorTries(scope, stepID) + 1
 	return try, rs.led.nodeStart(rs.root, scope, stepID, kind, try)

@@ -372,7 +372,7 @@ func (rs *runState) closeWaiting(scope string, list []*workflow.Step, why error)
 // cancelled) because the run goes on without it, and cancels its job
 // when it is a job step: no worker should do the job of a step given up.
 func (rs *runState) giveUp(scope, stepID, kind string, try int, why error, cancelled bool) error {
-	if err := rs.led.nodeError(rs.root, scope, stepID, kind, try, why, cancelled); err != nil {
+	if err := rs.led.nodeError(rs.root, scope, stepID, kind, try, why, cancelled, nil); err != nil {
 		return err
 	}
 	if kind != "job" {
