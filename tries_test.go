@@ -267,3 +267,65 @@ output: "${{ variables }}"
 		t.Errorf("node_error of charge: %d, want 1", n)
 	}
 }
+
+// TestCaughtConstructFailureReplayedOnce: the failure caught came from a
+// step inside a construct of the try's body; re-entered after the catch's
+// wait, the construct is walked again to replay it and writes no second
+// node_start or node_error, and the catch sees the same error.
+func TestCaughtConstructFailureReplayedOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, starflow.Config{})
+	var calls atomic.Int64
+	h.eng.RegisterStep("charge", func(context.Context, *step.Request) (any, error) {
+		calls.Add(1)
+		return nil, step.Permanent(errors.New("card declined"))
+	})
+	h.start()
+	h.apply(`name: caught-construct
+steps:
+  - id: pay
+    try:
+      steps:
+        - id: branch
+          if:
+            condition: "${{ true }}"
+            then:
+              - id: set
+                context_set: {x: 1}
+              - id: charge
+                charge: {}
+      catch:
+        - id: note
+          context_set: {first: "${{ error.step_id + '/' + error.message }}"}
+        - id: review
+          wait: {signal: go}
+        - id: after
+          context_set: {second: "${{ error.step_id + '/' + error.message }}", x_seen: "${{ variables.x }}"}
+output: "${{ variables }}"
+`)
+	run := h.enqueue("caught-construct", nil)
+	awaitParked(t, h, run.ID)
+	if _, err := h.eng.Signal(context.Background(), run.ID, "go", json.RawMessage(`{}`)); err != nil {
+		t.Fatalf("signal: %v", err)
+	}
+	end := awaitEnd(t, h, run.ID)
+	if end.Status != starflowtype.RunSucceeded {
+		t.Fatalf("run %s: %s", end.Status, end.Error)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the failed step ran %d times, want once", n)
+	}
+	out := outputOf(t, end)
+	if out["first"] != out["second"] || !strings.Contains(fmt.Sprint(out["second"]), "charge/") || out["x_seen"] != 1.0 {
+		t.Errorf("output: %s", end.Output)
+	}
+	evs := h.events(run.ID)
+	for _, id := range []string{"branch", "charge"} {
+		if got := tryNumbers(t, evs, starflowtype.EventNodeStart, id); !slices.Equal(got, []int{1}) {
+			t.Errorf("node_start of %s: tries %v, want exactly one (events %v)", id, got, eventTypes(evs))
+		}
+		if n := countEvents(evs, starflowtype.EventNodeError, id); n != 1 {
+			t.Errorf("node_error of %s: %d, want 1 (events %v)", id, n, eventTypes(evs))
+		}
+	}
+}
