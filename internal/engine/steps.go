@@ -130,9 +130,22 @@ func allDone(ids []string, done map[string]bool) bool {
 
 // skipRemaining records every step of the list that never started as
 // skipped, because a failure (or a cancellation) ended the list.
+//
+// A step that an earlier execution of the attempt started and left open
+// (parked at a wait, a job) did start: it is cut off instead — recorded
+// cancelled, its job cancelled (giveUp) — as the lanes losing a race are.
+// Skipping it left its job claimable by a worker (TestJobRaceLoserIsCancelled,
+// when the lost lane was cancelled before it re-entered its wait).
 func (rs *runState) skipRemaining(f *frame, list []*workflow.Step, started []bool, reason string) error {
 	for i, s := range list {
 		if started[i] {
+			continue
+		}
+		if try := rs.openTry(f.scope, s.ID); try > 0 && !rs.led.wrote(f.scope, s.ID) {
+			f.steps[s.ID] = map[string]any{"status": string(starflowtype.StepCancelled), "error": rs.led.red.String(reason)}
+			if err := rs.giveUp(f.scope, s.ID, s.Kind(), try, errors.New(reason), true); err != nil {
+				return err
+			}
 			continue
 		}
 		f.steps[s.ID] = map[string]any{"status": string(starflowtype.StepSkipped)}
