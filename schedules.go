@@ -126,5 +126,6 @@ func (e *Engine) scheduledRun(ctx context.Context, sc *starflowtype.Schedule, ti
 func (e *Engine) newScheduler() (*maintenance.Scheduler, error) {
 	return maintenance.NewScheduler(e.store, maintenance.SchedulerConfig{
 		Interval: e.cfg.ScheduleInterval, Prepare: e.scheduledRun, OnEnqueue: e.runner.Notify, Logger: e.cfg.Logger,
+		OnCancelled: e.metrics.engine.RunWritten, // cancel_previous's ends
 	})
 }

@@ -232,6 +232,9 @@ type Engine struct {
 	mu      sync.Mutex
 	started bool
 	changed chan struct{} // closed and replaced whenever a run execution ends
+	// quit is closed when Stop begins (ending Start's watch of its
+	// context); stopped when it has finished.
+	quit, stopped chan struct{}
 }
 
 // New returns an engine on cfg.Store. It does not start the runner.
@@ -596,6 +599,14 @@ func requestHash(name string, input json.RawMessage, opts *EnqueueOptions, def *
 // retrier, session-variable GC) and the warm tier's hash sweep run here,
 // their first passes at once. It returns at once. When the store is a Listener, new work signalled by other
 // processes wakes the runner without waiting for a poll.
+//
+// The engine runs until Stop, or until ctx ends: then it stops as Stop
+// does with a grace period already over — it stops claiming, the runs in
+// flight are cancelled and release their leases at once, maintenance and
+// the warm tier stop — so a cancelled ctx leaves no loop behind. For a
+// graceful stop (runs finishing their steps within a grace period), call
+// Stop with that period and give Start a context that outlives it (e.g.
+// context.WithoutCancel of a signal context).
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	if e.started {
@@ -603,7 +614,31 @@ func (e *Engine) Start(ctx context.Context) error {
 		return errors.New("starflow: engine already started")
 	}
 	e.started = true
+	e.quit = make(chan struct{})
+	quit := e.quit
 	e.mu.Unlock()
+	if err := e.start(ctx); err != nil {
+		return err
+	}
+	if done := ctx.Done(); done != nil {
+		go func() {
+			select {
+			case <-quit:
+			case <-done:
+				e.cfg.Logger.Info("starflow: Start's context ended; stopping the engine without a grace period", "cause", context.Cause(ctx))
+				over, cancel := context.WithCancel(context.WithoutCancel(ctx))
+				cancel() // no grace: the runs in flight release their leases at once
+				if err := e.Stop(over); err != nil {
+					e.cfg.Logger.Warn("starflow: stopping the engine after Start's context ended", "error", err)
+				}
+			}
+		}()
+	}
+	return nil
+}
+
+// start is Start's work once the engine is marked started.
+func (e *Engine) start(ctx context.Context) error {
 	if !e.cfg.NoRunner || e.cfg.Maintenance {
 		// Runners sign tokens, maintenance re-sends notify requests: a
 		// missing or mismatched key is an error now, not at the first wait.
@@ -639,8 +674,32 @@ func (e *Engine) Start(ctx context.Context) error {
 // Stop stops claiming, lets runs in flight finish until ctx is done, then
 // releases the leases of those still running so another runner continues
 // them at once; it also stops maintenance and releases its leadership, so
-// another engine takes it over at once. Safe to call twice.
+// another engine takes it over at once. Safe to call twice, and
+// concurrently: a Stop called while another is stopping the engine (or
+// once Start's context ended, see Start) waits until the engine has
+// stopped and returns nil.
 func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.started {
+		e.mu.Unlock()
+		return e.stop(ctx)
+	}
+	if e.stopped != nil {
+		stopped := e.stopped
+		e.mu.Unlock()
+		<-stopped
+		return nil
+	}
+	e.stopped = make(chan struct{})
+	stopped := e.stopped
+	close(e.quit)
+	e.mu.Unlock()
+	defer close(stopped)
+	return e.stop(ctx)
+}
+
+// stop is Stop's work, done once.
+func (e *Engine) stop(ctx context.Context) error {
 	err := e.runner.Stop(ctx)
 	if e.listenCancel != nil {
 		e.listenCancel()

@@ -51,8 +51,9 @@ type WarmOptions struct {
 	// drainer prunes them. Default: the mirror's (1 h).
 	OutboxRetention time.Duration
 	// FinishedWithin: the hash sweep also checks runs finished this
-	// recently (the warm store's retention of finished runs). Default:
-	// the mirror's (24 h).
+	// recently. Default: the mirror's (24 h). The warm store keeps a
+	// finished run until retention removes it from the cold store
+	// (RetentionConfig, CollectGarbage).
 	FinishedWithin time.Duration
 	// PresenceInterval is how often the runner republishes its presence.
 	// Default 5 s. PresenceTTL is how long a presence lives without being

@@ -217,10 +217,17 @@ func (d *Drainer) applyKind(ctx context.Context, r *state.OutboxRow) error {
 	}
 	switch r.Kind {
 	case state.OutboxKindRun:
-		var e warm.RunEntry
-		if err := json.Unmarshal(r.Payload, &e); err != nil {
+		var row struct {
+			warm.RunEntry
+			Removed bool `json:"removed"` // a RunRemovedPayload
+		}
+		if err := json.Unmarshal(r.Payload, &row); err != nil {
 			return skip(err)
 		}
+		if row.Removed {
+			return d.warm.DeleteRun(ctx, r.RunID)
+		}
+		e := row.RunEntry
 		e.Version = r.Version
 		e.Hash = Hash(&e)
 		wrote, err := d.warm.PutRun(ctx, &e, false)

@@ -11,6 +11,16 @@ import (
 	"github.com/starflow/starflow/warm"
 )
 
+// RunRemovedPayload is the payload of the run outbox row that removes a
+// run from the warm tier (its entry, steps, events and progress:
+// warm.Store.DeleteRun) once retention deleted it from the cold tier
+// (state.Change.Removed). Its version is 0: the run's row, which held
+// the version, is gone.
+type RunRemovedPayload struct {
+	RunID   string `json:"run_id"`
+	Removed bool   `json:"removed"`
+}
+
 // SessionVarPayload is the payload of a session_var outbox row.
 type SessionVarPayload struct {
 	WorkspaceID string          `json:"workspace_id"`
@@ -42,8 +52,10 @@ type SessionVarPayload struct {
 // tier shows (a lease refresh) appends nothing. For the attempts a write
 // ended in bulk (Change.Ended: the lease sweep fails their open steps, a
 // cancellation cancels them) the hook also sends those failed and
-// cancelled steps. Waits are not mirrored (the run's status and current
-// steps show them).
+// cancelled steps. For each run a write deleted (Change.Removed: a
+// retention batch) it appends a `run` row whose payload is a
+// RunRemovedPayload, after the write's other rows. Waits are not
+// mirrored (the run's status and current steps show them).
 //
 // Bumping the version updates the run row, which takes its row lock before
 // the rows are inserted, so a run's rows get ids in commit order even with
@@ -69,7 +81,7 @@ func hook(ctx context.Context, tx state.HookTx, ch *state.Change) error {
 	if ch.Run != nil {
 		runs = append([]*starflowtype.Run{ch.Run}, runs...)
 	}
-	if len(runs) == 0 && len(ch.SessionVars) == 0 {
+	if len(runs) == 0 && len(ch.SessionVars) == 0 && len(ch.Removed) == 0 {
 		return nil
 	}
 	stepsOf := map[string][]*starflowtype.Step{}
@@ -156,6 +168,11 @@ func hook(ctx context.Context, tx state.HookTx, ch *state.Change) error {
 	for _, v := range ch.SessionVars {
 		id := varRun(ch, v)
 		if err := add(id, state.OutboxKindSessionVar, sessionVarPayload(v), versions[id]); err != nil {
+			return err
+		}
+	}
+	for _, id := range ch.Removed {
+		if err := add(id, state.OutboxKindRun, &RunRemovedPayload{RunID: id, Removed: true}, 0); err != nil {
 			return err
 		}
 	}

@@ -72,9 +72,11 @@ type Config struct {
 	// SweepInterval is the period of the hash-compare sweep. Default 30 s;
 	// negative disables the periodic sweep.
 	SweepInterval time.Duration
-	// WarmRetention is how long the warm store keeps finished runs: the
-	// sweep checks every non-terminal run and every run finished within
-	// it. Default 24 h.
+	// WarmRetention is how long after its end a finished run is still
+	// compared by the sweep: it checks every non-terminal run and every
+	// run finished within it. Default 24 h. (The warm store keeps a
+	// finished run until retention removes it from the cold store: the
+	// hook's RunRemovedPayload row.)
 	WarmRetention time.Duration
 	// ReconcileWait bounds how long an end-of-run reconciliation waits for
 	// the run's rows to drain before comparing. Default 5 s.

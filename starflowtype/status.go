@@ -68,6 +68,12 @@ const (
 type EventType string
 
 // Event types. EventNodeProgress is warm-tier only and never stored cold.
+// EventLeaseLost is in the spec's list but no writer records it: a run's
+// lease is only ever taken from its runner by the lease sweep, which
+// records the loss as EventRunnerLost (with the runner and the epoch),
+// and the runner that finds out afterwards (a refused renewal or fenced
+// write, its own self-stop deadline) writes nothing more for the run
+// (docs/decisions.md 250).
 const (
 	EventRunQueued       EventType = "run_queued"
 	EventRunClaimed      EventType = "run_claimed"

@@ -109,6 +109,10 @@ type Change struct {
 	Waits []*starflowtype.Wait
 	// Ended lists the attempts whose open steps the write closed in bulk.
 	Ended []EndedAttempt
+	// Removed lists the runs the write deleted with every row keyed by
+	// them (a retention batch, Retention.CollectGarbage: Op
+	// "CollectGarbage", no RunID): the warm tier drops them too.
+	Removed []string
 }
 
 // TxHook runs inside every write transaction of an adapter that wrote

@@ -39,6 +39,10 @@ type Retention interface {
 	//   - with p.SessionVars, expired session variables (as
 	//     Waiter.DeleteExpiredSessionVars, hooks included).
 	//
+	// The hooks run in each batch that removes runs, with the removed
+	// runs (descendants included) in Change.Removed, so a mirror drops
+	// them from the warm tier in the same transaction's outbox rows.
+	//
 	// Rows another transaction holds are skipped (PostgreSQL: SKIP
 	// LOCKED) and taken by a later pass. With p.DryRun every batch is
 	// rolled back: the report says what would go and nothing is removed

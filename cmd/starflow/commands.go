@@ -274,7 +274,9 @@ func (f *processFlags) serve(cmd *cobra.Command, g *globalFlags, what string, cf
 	if err := srv.serve(eng, cfg.Logger); err != nil {
 		return errors.Join(err, srv.shutdown())
 	}
-	if err := eng.Start(ctx); err != nil {
+	// The signal ends ctx; the engine stops with the grace period below
+	// (Stop), not at once as Start's context ending would stop it.
+	if err := eng.Start(context.WithoutCancel(ctx)); err != nil {
 		return errors.Join(err, srv.shutdown())
 	}
 	if cfg.WakeURL != "" {

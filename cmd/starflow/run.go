@@ -119,7 +119,10 @@ this process. Child runs (workflow_call) run here too. Ctrl-C leaves a paused ru
 			p := newProgress(os.Stdout, store, run.ID, len(parsed.Steps))
 			p.storeArg = g.storeArg()
 			p.header(def.Name, def.Revision)
-			if err := eng.Start(ctx); err != nil {
+			// A signal ends ctx; the run's step in flight then gets its
+			// grace (Stop below), so the engine must not stop at once as
+			// Start's context ending would stop it.
+			if err := eng.Start(context.WithoutCancel(ctx)); err != nil {
 				return err
 			}
 			followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))

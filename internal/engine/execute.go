@@ -162,13 +162,19 @@ func (rs *runState) runRetry(ctx context.Context, err error) (*starflowtype.Erro
 
 // park is commit boundary 3 of a durable wait (ParkRun): the lease is
 // released and the run parked, or queued at once when one of its waits is
-// already woken. It is written even when the runner is stopping.
+// already woken — or, when an operator's cancel came while it entered its
+// wait, ended cancelled (an end, counted as OnRunCancelled's is). It is
+// written even when the runner is stopping.
 func (rs *runState) park(ctx context.Context) (Outcome, error) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	r, err := rs.e.cfg.Store.ParkRun(pctx, &state.ParkRunParams{RunID: rs.run.ID, Lease: rs.led.lease})
+	r, err := rs.led.obs.run(rs.e.cfg.Store.ParkRun(pctx, &state.ParkRunParams{RunID: rs.run.ID, Lease: rs.led.lease}))
 	if err != nil {
 		return rs.writeFailed(ctx, fmt.Errorf("park: %w", err))
+	}
+	if r.Status == starflowtype.RunCancelled {
+		rs.log.Info("run cancelled by an operator while it entered a durable wait")
+		return OutcomeCancelled, nil
 	}
 	if r.ClaimState == starflowtype.ClaimQueued && rs.e.cfg.OnEnqueue != nil {
 		rs.e.cfg.OnEnqueue()

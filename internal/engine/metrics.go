@@ -53,7 +53,7 @@ func NewMetrics() *Metrics {
 		runsStarted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "starflow_runs_started_total",
 			Help: "Runs this process's runner started (the execution of a run's first claim), by workflow."}, wf),
 		runsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "starflow_runs_ended_total",
-			Help: "Runs that ended, by workflow and status (succeeded, failed, dead_lettered, cancelled, interrupted: held for an operator); counted by the process that wrote the end (runner, lease sweep, operator cancel). A retried attempt is not an end (starflow_run_retries_total)."},
+			Help: "Runs that ended, by workflow and status (succeeded, failed, dead_lettered, cancelled, interrupted: held for an operator); counted by the process that wrote the end (runner, lease sweep, operator cancel, a schedule's cancel_previous). A retried attempt is not an end (starflow_run_retries_total)."},
 			[]string{"workflow", "status"}),
 		runRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "starflow_run_retries_total",
 			Help: "Run attempts that failed (or whose runner was lost) and were queued again for a new attempt, by workflow."}, wf),

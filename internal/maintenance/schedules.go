@@ -42,6 +42,10 @@ type SchedulerConfig struct {
 	// OnEnqueue, when set, is called after a pass enqueued runs, to wake
 	// in-process runners at once.
 	OnEnqueue func()
+	// OnCancelled, when set, is called with the previous run a tick's
+	// cancel_previous ended at once (no runner held it; a held one is
+	// asked to stop, and its runner ends it), as written.
+	OnCancelled func(*starflowtype.Run)
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -177,6 +181,9 @@ func (s *Scheduler) schedule(ctx context.Context, sc *starflowtype.Schedule, now
 		}
 		if err != nil {
 			return nil, false, err
+		}
+		if c := res.Cancelled; c != nil && c.Status == starflowtype.RunCancelled && s.cfg.OnCancelled != nil {
+			s.cfg.OnCancelled(c)
 		}
 		version = res.Schedule.Version
 		return res, true, nil

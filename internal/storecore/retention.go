@@ -74,7 +74,7 @@ func (s *Store) gcBatch(ctx context.Context, p *state.GCParams, hooks bool, rep 
 	start := time.Now()
 	_, err := s.write(ctx, "CollectGarbage", "", false, func(t *txn) error {
 		b = state.GCReport{}
-		t.idle = !hooks // what goes is no run's change: the mirror has nothing to send
+		t.idle = !hooks // without: nothing the warm tier shows goes, no hook runs
 		if err := fn(t, &b); err != nil {
 			return err
 		}
@@ -171,7 +171,10 @@ func (s *Store) gcRuns(ctx context.Context, p *state.GCParams, over map[wfKey]re
 	if !ok {
 		return nil
 	}
-	return s.gcLoop(ctx, p, rep, gcCursor{time.Unix(0, 0).UTC(), minID}, func(t *txn, b *state.GCReport, c gcCursor) (int, gcCursor, error) {
+	// With the hooks: the removed runs are the Change's Removed, so the
+	// mirror tells the warm tier (a batch that removes none runs none).
+	return s.gcLoop(ctx, p, true, rep, gcCursor{time.Unix(0, 0).UTC(), minID}, func(t *txn, b *state.GCReport, c gcCursor) (int, gcCursor, error) {
+		t.idle = true
 		cands, err := t.gcCandidates(ctx, c.at, c.id, short, p.Batch)
 		if err != nil || len(cands) == 0 {
 			return 0, c, err
@@ -186,6 +189,7 @@ func (s *Store) gcRuns(ctx context.Context, p *state.GCParams, over map[wfKey]re
 		ids, err := t.gcWithDescendants(ctx, due)
 		if err == nil && len(ids) > 0 {
 			err = t.gcDeleteRuns(ctx, ids, p.BlobGrace, b)
+			t.ch.Removed, t.idle = ids, false
 		}
 		return len(cands), next, err
 	})
@@ -201,13 +205,13 @@ type gcCursor struct {
 // gcLoop runs batches of one phase until one comes back short: batch gets
 // the cursor and returns how many rows it read and the cursor after them.
 // The cursor moves only once a batch ended (a write may run its body
-// again, from the same cursor).
-func (s *Store) gcLoop(ctx context.Context, p *state.GCParams, rep *state.GCReport, c gcCursor,
+// again, from the same cursor). hooks: as gcBatch's.
+func (s *Store) gcLoop(ctx context.Context, p *state.GCParams, hooks bool, rep *state.GCReport, c gcCursor,
 	batch func(t *txn, b *state.GCReport, c gcCursor) (int, gcCursor, error)) error {
 	for ctx.Err() == nil {
 		var n int
 		var next gcCursor
-		err := s.gcBatch(ctx, p, false, rep, func(t *txn, b *state.GCReport) error {
+		err := s.gcBatch(ctx, p, hooks, rep, func(t *txn, b *state.GCReport) error {
 			var err error
 			n, next, err = batch(t, b, c)
 			return err
@@ -348,7 +352,7 @@ func (t *txn) gcDelete(ctx context.Context, query string, ids []string, count *i
 // gcOrphanBlobs removes the blobs no checkpoint references, untouched for
 // the grace age, in sha256 order from a cursor.
 func (s *Store) gcOrphanBlobs(ctx context.Context, p *state.GCParams, _ map[wfKey]retention, rep *state.GCReport) error {
-	return s.gcLoop(ctx, p, rep, gcCursor{}, func(t *txn, b *state.GCReport, c gcCursor) (int, gcCursor, error) {
+	return s.gcLoop(ctx, p, false, rep, gcCursor{}, func(t *txn, b *state.GCReport, c gcCursor) (int, gcCursor, error) {
 		sums, err := t.strings(ctx, "gc_orphan_blobs", c.id, -p.BlobGrace, p.Batch)
 		b.Blobs = int64(len(sums))
 		if len(sums) > 0 {
@@ -364,7 +368,7 @@ func (s *Store) gcConsumedWaits(ctx context.Context, p *state.GCParams, _ map[wf
 	if p.Consumed < 0 {
 		return nil
 	}
-	return s.gcLoop(ctx, p, rep, gcCursor{time.Unix(0, 0).UTC(), minID}, func(t *txn, b *state.GCReport, c gcCursor) (int, gcCursor, error) {
+	return s.gcLoop(ctx, p, false, rep, gcCursor{time.Unix(0, 0).UTC(), minID}, func(t *txn, b *state.GCReport, c gcCursor) (int, gcCursor, error) {
 		rows, err := t.tx.Query(ctx, "gc_consumed_waits", c.at, c.id, -p.Consumed, p.Batch)
 		if err != nil {
 			return 0, c, err
@@ -417,6 +421,7 @@ func (s *Store) gcRows(ctx context.Context, p *state.GCParams, _ map[wfKey]reten
 		}},
 		{true, func(t *txn, b *state.GCReport) (int64, error) {
 			if !p.SessionVars {
+				t.idle = true // nothing written: no hook
 				return 0, nil
 			}
 			t.ch.SessionVars = nil

@@ -120,11 +120,13 @@ func New(t testing.TB, store state.Adapter, opts Options) *Fixture {
 	t.Cleanup(f.stop)
 
 	blocker := f.enqueue(t, ctx, "stuck-block", &starflow.EnqueueOptions{Pool: PoolBusy})
-	if err := f.Busy.Start(ctx); err != nil {
+	// ctx bounds the setup; the engines run until t.Cleanup stops them
+	// (Start's context ending would stop them at once).
+	if err := f.Busy.Start(context.WithoutCancel(ctx)); err != nil {
 		t.Fatal(err)
 	}
 	f.waitStep(t, ctx, blocker, "hold")
-	if err := f.Engine.Start(ctx); err != nil {
+	if err := f.Engine.Start(context.WithoutCancel(ctx)); err != nil {
 		t.Fatal(err)
 	}
 	select { // the boot sweep has begun before any lease expires

@@ -2,6 +2,8 @@ package statetest
 
 import (
 	"encoding/json"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,13 +33,14 @@ type gcHarness struct {
 	backdate func(by time.Duration)
 }
 
-// retention opens a fresh adapter whose rows the case can age, or skips.
-func (s *suite) retention(t *testing.T) *gcHarness {
+// retention opens a fresh adapter whose rows the case can age (with
+// hooks installed), or skips.
+func (s *suite) retention(t *testing.T, hooks ...state.TxHook) *gcHarness {
 	t.Helper()
 	if s.opts.Backdate == nil {
 		t.Skip("statetest: Options.Backdate is not set; the retention cases need to age rows")
 	}
-	h := s.stored(t)
+	h := s.stored(t, hooks...)
 	return &gcHarness{harness: h, backdate: func(by time.Duration) { s.opts.Backdate(t, h.a, by) }}
 }
 
@@ -276,6 +279,75 @@ func (s *suite) testRetention(t *testing.T) {
 			if !h.exists(id) {
 				t.Errorf("run %s is gone, want it kept", id)
 			}
+		}
+	})
+
+	// The runs a batch removes reach the hooks (Change.Removed, in the
+	// batch's transaction: a hook's error keeps them), so the mirror can
+	// drop them from the warm tier; a dry run, and a pass that removes no
+	// run, tell the hooks nothing.
+	t.Run("RemovedRunsReachHooks", func(t *testing.T) {
+		t.Parallel()
+		rec := newRecorder(t, true)
+		h := s.retention(t, rec.hook)
+		p1 := h.ended("", "wf", "succeeded", `1`)
+		c1, l := h.claimStartOwn(h.enqueue(&state.EnqueueRunParams{ParentRunID: p1.ID, TriggerType: starflowtype.TriggerChild}).ID, runnerA)
+		if _, err := h.a.OnRunComplete(h.ctx(), &state.RunCompleteParams{RunID: c1.ID, Lease: l}); err != nil {
+			t.Fatal(err)
+		}
+		h.backdate(10 * day)
+		kept := h.ended("", "wf", "succeeded", `1`)
+		removed := func() []string {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			var ids []string
+			for _, ch := range rec.changes {
+				if len(ch.Removed) > 0 {
+					equal(t, "op of a change with Removed", ch.Op, "CollectGarbage")
+					ids = append(ids, ch.Removed...)
+				}
+			}
+			slices.Sort(ids)
+			return ids
+		}
+		if rep := h.gc(state.GCParams{DryRun: true}); rep.Runs != 2 {
+			t.Fatalf("dry run counted %d runs, want 2", rep.Runs)
+		}
+		if got := removed(); len(got) != 0 {
+			t.Errorf("a dry run told the hooks %v were removed", got)
+		}
+		rec.setFail("CollectGarbage")
+		if _, err := h.a.CollectGarbage(h.ctx(), &state.GCParams{}); !errors.Is(err, errHook) {
+			t.Fatalf("CollectGarbage with a failing hook: %v, want the hook's error", err)
+		}
+		if !h.exists(p1.ID) || !h.exists(c1.ID) {
+			t.Fatal("a batch whose hook failed removed its runs")
+		}
+		rec.setFail("")
+		rec.mu.Lock()
+		rec.changes = nil
+		rec.mu.Unlock()
+		if rep := h.gc(state.GCParams{Batch: 1}); rep.Runs != 2 {
+			t.Fatalf("CollectGarbage removed %d runs, want the tree of 2", rep.Runs)
+		}
+		want := []string{p1.ID, c1.ID}
+		slices.Sort(want)
+		if got := removed(); !slices.Equal(got, want) {
+			t.Errorf("Change.Removed = %v, want the tree %v", got, want)
+		}
+		if !h.exists(kept.ID) {
+			t.Fatal("the young run is gone")
+		}
+		rec.mu.Lock()
+		rec.changes = nil
+		rec.mu.Unlock()
+		if rep := h.gc(state.GCParams{}); rep.Runs != 0 {
+			t.Fatalf("a second pass removed %d runs", rep.Runs)
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if len(rec.changes) != 0 {
+			t.Errorf("a pass that removed nothing ran the hooks: %s", dump(rec.changes))
 		}
 	})
 

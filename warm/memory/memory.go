@@ -1,6 +1,8 @@
 // Package memory is the in-process warm store (SPEC §8): maps behind one
-// mutex, for a single node. Entries live as long as the process; presence
-// expires by its deadline, checked when read.
+// mutex, for a single node. Entries live as long as the process, or until
+// DeleteRun (the mirror's drainer calls it for the runs retention removes
+// from the cold store); presence expires by its deadline, checked when
+// read.
 //
 // Import rule: the standard library and package warm only.
 package memory
