@@ -247,8 +247,10 @@ type EnqueueRunParams struct {
 	Delay            time.Duration
 	RecoveryMode     starflowtype.RecoveryMode
 	TriggerType      starflowtype.TriggerType
-	ParentRunID      string
-	IdempotencyKey   string
+	// ParentRunID makes the run a child of that run: its Depth is the
+	// parent's + 1, read from the parent's row (1 when there is none).
+	ParentRunID    string
+	IdempotencyKey string
 	// IdempotencyTTL is how long the receipt holds. Default
 	// IdempotencyTTLDefault.
 	IdempotencyTTL time.Duration
