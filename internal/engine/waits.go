@@ -529,11 +529,19 @@ func (rs *runState) renderTime(ctx context.Context, f *frame, what string, v any
 // a service_call's Idempotency-Key is the same across attempts).
 var childNamespace = uuid.MustParse("6f1c1d5e-8a43-4c4e-9a59-3f2b7d0c5e11")
 
-// childParams resolves a workflow_call: the child's definition (by name,
-// current or pinned revision), its input (an object, checked against its
-// input_schema, scrubbed of the parent's secrets), and its identity.
+// childParams resolves a workflow_call: the child's depth (within
+// Limits.ChildDepth), its definition (by name, current or pinned
+// revision), its input (an object, checked against its input_schema,
+// scrubbed of the parent's secrets), and its identity.
 func (rs *runState) childParams(ctx context.Context, f *frame, s *workflow.Step) (*state.EnqueueRunParams, error) {
 	c := s.WorkflowCall
+	// The cap on nesting, from the depth stored with this run (decision
+	// 260): it holds across restarts, attempts and runners, whichever
+	// process started the parent. Checked before anything is read or
+	// written, so a runaway recursion ends at its deepest run.
+	if err := rs.e.cfg.Limits.CheckChildDepth(s.ID, c.Workflow, rs.run.Depth); err != nil {
+		return nil, step.Permanent(err)
+	}
 	rev := c.Revision
 	if rev == "current" {
 		rev = ""
