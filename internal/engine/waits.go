@@ -150,12 +150,14 @@ func (rs *runState) finishWait(ctx context.Context, f *frame, s *workflow.Step, 
 // succeed: type child_failed, its cause the child's own typed error (from
 // the end payload's error_detail; a child without one — cancelled, or
 // ended before typed errors — gets a cause of type cancelled or error
-// with the child's message).
+// with the child's message). The child's message and the chain of causes
+// are bounded (causes.go), so errors stay small down a deep tree.
 func childFailed(workflowName, status string, m map[string]any) error {
 	msg, _ := m["error"].(string)
 	if msg == "" {
 		msg = "no error message"
 	}
+	msg = elide(msg, maxChildMessage)
 	err := step.Permanent(fmt.Errorf("child run %v of workflow %s ended %s: %s", m["run_id"], workflowName, orUnknown(status), msg))
 	var cause *starflowtype.ErrorInfo
 	if detail, ok := m["error_detail"].(map[string]any); ok {
@@ -168,7 +170,9 @@ func childFailed(workflowName, status string, m map[string]any) error {
 		}
 		cause = &starflowtype.ErrorInfo{Type: typ, Message: msg}
 	}
-	return &typedError{info: starflowtype.ErrorInfo{Type: starflowtype.ErrorChildFailed, Cause: cause}, err: err}
+	info := starflowtype.ErrorInfo{Type: starflowtype.ErrorChildFailed, Cause: cause}
+	capCauses(&info)
+	return &typedError{info: info, err: err}
 }
 
 func orUnknown(s string) string {
