@@ -126,7 +126,7 @@ func (rs *runState) finishWait(ctx context.Context, f *frame, s *workflow.Step, 
 		m, _ := payload.(map[string]any)
 		status, _ := m["status"].(string)
 		if status != string(starflowtype.RunSucceeded) {
-			return nil, rs.fail(f, s, try, childFailed(s.WorkflowCall.Workflow, status, m))
+			return nil, rs.fail(f, s, try, rs.childFailed(s.WorkflowCall.Workflow, status, m))
 		}
 		payload = m["output"]
 	}
@@ -151,17 +151,22 @@ func (rs *runState) finishWait(ctx context.Context, f *frame, s *workflow.Step, 
 // the end payload's error_detail; a child without one — cancelled, or
 // ended before typed errors — gets a cause of type cancelled or error
 // with the child's message). The child's message and the chain of causes
-// are bounded (causes.go), so errors stay small down a deep tree.
-func childFailed(workflowName, status string, m map[string]any) error {
+// are bounded (causes.go), so errors stay small down a deep tree; both
+// are scrubbed of this run's secrets before they are cut, so a cut
+// through a secret leaves no half of it behind.
+func (rs *runState) childFailed(workflowName, status string, m map[string]any) error {
 	msg, _ := m["error"].(string)
 	if msg == "" {
 		msg = "no error message"
 	}
-	msg = elide(msg, maxChildMessage)
+	msg = elide(rs.led.red.String(msg), maxChildMessage)
 	err := step.Permanent(fmt.Errorf("child run %v of workflow %s ended %s: %s", m["run_id"], workflowName, orUnknown(status), msg))
 	var cause *starflowtype.ErrorInfo
 	if detail, ok := m["error_detail"].(map[string]any); ok {
 		cause = mapInfo(detail) // decoded JSON: numbers keep their type
+		if cause != nil {
+			cause = rs.scrubInfo(cause)
+		}
 	}
 	if cause == nil {
 		typ := starflowtype.ErrorUntyped
