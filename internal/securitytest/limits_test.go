@@ -228,14 +228,16 @@ func listRuns(t *testing.T, dir, db string) []map[string]any {
 }
 
 // TestLimitsChildDepth: a workflow that calls itself (a new user's
-// `recurse`) stops at the cap on nesting, 32 child runs below its root,
-// with an error naming the cap; the flag and the environment variable set
-// the cap.
+// `recurse`) is valid, with a warning from `starflow validate`, and stops
+// at the cap on nesting, 32 child runs below its root, with an error
+// naming the cap; the flag and the environment variable set the cap.
 func TestLimitsChildDepth(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, dir, "recurse.yaml", "name: recurse\nsteps:\n  - id: me\n    workflow_call: {workflow: recurse}\n")
-	if r := runStarflow(t, dir, nil, "validate", "recurse.yaml"); r.code != 0 {
+	// Valid, with a warning.
+	if r := runStarflow(t, dir, nil, "validate", "recurse.yaml"); r.code != 0 ||
+		!strings.Contains(r.stderr, "recurse.yaml:3:5: warning: step me calls workflow recurse, its own, on every run: each run would start another until the cap on child-run depth (limits.child_depth, 32 by default) fails the deepest") {
 		t.Fatalf("validate: %s", r)
 	}
 	r := runStarflow(t, dir, nil, "run", "recurse.yaml", "--db", "s.db")
