@@ -19,7 +19,9 @@ import "github.com/starflow/starflow/workflow"
 //     the token is spent or the signal stored;
 //   - at run time: a for_each whose items evaluate to more than
 //     ForEachItems fails its step (not retried); at most ForEachInFlight
-//     items of one for_each run at once.
+//     items of one for_each run at once; a workflow_call whose child run
+//     would nest deeper than ChildDepth below its root run fails its step
+//     (not retried) and starts no child.
 //
 // Errors over a cap are *workflow.LimitError (errors.As), whose message
 // names the cap and how to raise it.
@@ -35,6 +37,7 @@ const (
 	MaxIterationsDefault      = workflow.MaxIterationsDefault      // 10,000 iterations
 	NestingDepthDefault       = workflow.NestingDepthDefault       // 32 constructs
 	ForEachInFlightDefault    = workflow.ForEachInFlightDefault    // 1,024 items
+	ChildDepthDefault         = workflow.ChildDepthDefault         // 32 levels of child runs
 )
 
 // Limits returns the engine's limits, defaults filled in.

@@ -75,6 +75,12 @@ type Run struct {
 	// of the run's enqueue span, the parent of each execution's span
 	// (workflow_runs.trace_parent); "" with TraceID.
 	TraceParent string `json:"-"`
+	// Depth is how many workflow_call links separate the run from the root
+	// of its tree (workflow_runs.depth): 0 for a run without a parent, its
+	// parent's depth + 1 for a child, written by the store from the
+	// parent's row when the run is inserted. A workflow_call of a run at
+	// depth Limits.ChildDepth fails instead of starting a child.
+	Depth int `json:"depth,omitempty"`
 }
 
 // Lease returns the run's current lease (zero when unleased).

@@ -147,8 +147,10 @@ type Adapter interface {
 	// CancelRun is an operator's cancel. A run that is queued, interrupted
 	// or paused becomes cancelled at once (run_cancelled event); a claimed
 	// or running run gets cancel_requested and its runner stops at the
-	// next step boundary. ErrConflict when the run already ended;
-	// ErrNotFound when it does not exist.
+	// next step boundary. Its non-terminal descendants are cancelled the
+	// same way in the same transaction, however deep the tree (a runaway
+	// recursion of workflow_calls included). ErrConflict when the run
+	// already ended; ErrNotFound when it does not exist.
 	CancelRun(ctx context.Context, p *CancelRunParams) (*starflowtype.Run, error)
 	// RequeueRun is an operator's resume or retrigger: a run that is not
 	// claimed or running (interrupted, failed, cancelled; succeeded too for
@@ -247,8 +249,10 @@ type EnqueueRunParams struct {
 	Delay            time.Duration
 	RecoveryMode     starflowtype.RecoveryMode
 	TriggerType      starflowtype.TriggerType
-	ParentRunID      string
-	IdempotencyKey   string
+	// ParentRunID makes the run a child of that run: its Depth is the
+	// parent's + 1, read from the parent's row (1 when there is none).
+	ParentRunID    string
+	IdempotencyKey string
 	// IdempotencyTTL is how long the receipt holds. Default
 	// IdempotencyTTLDefault.
 	IdempotencyTTL time.Duration

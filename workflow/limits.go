@@ -16,7 +16,9 @@ import "fmt"
 // the value appears: InputBytes at enqueue (and for a workflow_call
 // child's input), PayloadBytes when a wake or signal arrives (before a
 // wake token is spent), ForEachItems when a for_each's items have been
-// evaluated (before any item starts; the step fails, not retryable).
+// evaluated (before any item starts; the step fails, not retryable),
+// ChildDepth when a workflow_call is about to start its child (the step
+// fails, not retryable).
 //
 // ForEachInFlight is not a cap on what a definition may say but a bound
 // on a runner's memory: a for_each runs at most that many items at once,
@@ -50,6 +52,15 @@ type Limits struct {
 	// frames alive at a time. Default ForEachInFlightDefault (1,024). Key
 	// limits.for_each_in_flight.
 	ForEachInFlight int
+	// ChildDepth caps how deep child runs nest: a run's depth is how many
+	// workflow_call links separate it from the root of its tree (the
+	// root is at 0; starflowtype.Run.Depth, stored with the run), and a
+	// workflow_call whose child would be deeper than ChildDepth fails its
+	// step (permanently; a try can catch it) instead of starting it. So
+	// a tree holds at most ChildDepth levels of children below its root,
+	// and a workflow that calls itself stops there. Default
+	// ChildDepthDefault (32). Key limits.child_depth.
+	ChildDepth int
 }
 
 // Defaults of Limits.
@@ -62,6 +73,7 @@ const (
 	MaxIterationsDefault            = 10_000
 	NestingDepthDefault             = 32
 	ForEachInFlightDefault          = 1_024
+	ChildDepthDefault               = 32
 )
 
 // MaxConstructDepth is the default nesting depth of control-flow
@@ -88,6 +100,7 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxIterations, MaxIterationsDefault)
 	def(&l.NestingDepth, NestingDepthDefault)
 	def(&l.ForEachInFlight, ForEachInFlightDefault)
+	def(&l.ChildDepth, ChildDepthDefault)
 	return l
 }
 
@@ -96,7 +109,7 @@ func (l Limits) WithDefaults() Limits {
 // definitions with it.
 func NoLimits() Limits {
 	return Limits{SourceBytes: -1, InputBytes: -1, PayloadBytes: -1, ForEachItems: -1,
-		ForEachConcurrency: -1, MaxIterations: -1, NestingDepth: -1, ForEachInFlight: ForEachInFlightDefault}
+		ForEachConcurrency: -1, MaxIterations: -1, NestingDepth: -1, ForEachInFlight: ForEachInFlightDefault, ChildDepth: -1}
 }
 
 // Limit names one cap: its key (as errors and the docs name it), the CLI
@@ -115,6 +128,7 @@ var (
 	LimitMaxIterations      = Limit{"limits.max_iterations", "--max-iterations", "STARFLOW_MAX_ITERATIONS", "MaxIterations"}
 	LimitNestingDepth       = Limit{"limits.nesting_depth", "--max-nesting-depth", "STARFLOW_MAX_NESTING_DEPTH", "NestingDepth"}
 	LimitForEachInFlight    = Limit{"limits.for_each_in_flight", "--for-each-in-flight", "STARFLOW_FOR_EACH_IN_FLIGHT", "ForEachInFlight"}
+	LimitChildDepth         = Limit{"limits.child_depth", "--max-child-depth", "STARFLOW_MAX_CHILD_DEPTH", "ChildDepth"}
 )
 
 // Hint says how to raise the cap: "(limits.x; raise it with --max-x,
@@ -175,6 +189,26 @@ func (l Limits) CheckForEachItems(stepID string, n int) error {
 		return limitError(LimitForEachItems, int64(n), int64(l.ForEachItems), "for_each %s: %d items exceed", stepID, n)
 	}
 	return nil
+}
+
+// CheckChildDepth refuses the child run (of workflow child) that the
+// workflow_call step stepID of a run at depth parentDepth would start, at
+// parentDepth + 1, when it would nest deeper than ChildDepth.
+func (l Limits) CheckChildDepth(stepID, child string, parentDepth int) error {
+	l = l.WithDefaults()
+	if d := int64(parentDepth) + 1; over(d, int64(l.ChildDepth)) {
+		return limitError(LimitChildDepth, d, int64(l.ChildDepth),
+			"workflow_call %s: the child run of %s would be at depth %d (this run is %d workflow_call%s below its root run), which exceeds",
+			stepID, child, d, parentDepth, plural(parentDepth))
+	}
+	return nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 // CheckSource refuses a definition source of n bytes over SourceBytes.

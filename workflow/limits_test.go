@@ -84,6 +84,8 @@ func TestLimitErrorMessages(t *testing.T) {
 		{Limits{}.CheckForEachItems("ship", 1_000_000), "for_each ship: 1000000 items exceed the limit of 10000 (limits.for_each_items; raise it with --max-for-each-items, STARFLOW_MAX_FOR_EACH_ITEMS or starflow.Config.Limits.ForEachItems)"},
 		{Limits{}.CheckInput(2 << 20), "the run input (2097152 bytes as JSON) exceeds the limit of 1048576 (limits.input_bytes; raise it with --max-input-bytes, STARFLOW_MAX_INPUT_BYTES or starflow.Config.Limits.InputBytes)"},
 		{Limits{PayloadBytes: 10}.CheckPayload(11), "the payload (11 bytes as JSON) exceeds the limit of 10 (limits.payload_bytes; raise it with --max-payload-bytes, STARFLOW_MAX_PAYLOAD_BYTES or starflow.Config.Limits.PayloadBytes)"},
+		{Limits{}.CheckChildDepth("me", "recurse", 32), "workflow_call me: the child run of recurse would be at depth 33 (this run is 32 workflow_calls below its root run), which exceeds the limit of 32 (limits.child_depth; raise it with --max-child-depth, STARFLOW_MAX_CHILD_DEPTH or starflow.Config.Limits.ChildDepth)"},
+		{Limits{ChildDepth: 1}.CheckChildDepth("me", "leaf", 1), "workflow_call me: the child run of leaf would be at depth 2 (this run is 1 workflow_call below its root run), which exceeds the limit of 1 (limits.child_depth; raise it with --max-child-depth, STARFLOW_MAX_CHILD_DEPTH or starflow.Config.Limits.ChildDepth)"},
 	}
 	for _, c := range cases {
 		if c.err == nil || c.err.Error() != c.want {
@@ -93,6 +95,7 @@ func TestLimitErrorMessages(t *testing.T) {
 	for _, err := range []error{
 		Limits{}.CheckForEachItems("ship", 10_000), Limits{}.CheckInput(1 << 20), Limits{}.CheckPayload(1 << 20),
 		Limits{ForEachItems: -1}.CheckForEachItems("ship", 1<<30), NoLimits().CheckInput(1 << 30), NoLimits().CheckPayload(1 << 30),
+		Limits{}.CheckChildDepth("me", "x", 0), Limits{}.CheckChildDepth("me", "x", 31), Limits{ChildDepth: -1}.CheckChildDepth("me", "x", 1<<20),
 	} {
 		if err != nil {
 			t.Errorf("at or under the cap: %v", err)

@@ -56,7 +56,10 @@ type Notify struct {
 
 // WorkflowCall starts a child run of Workflow and waits durably for its
 // end. The output is the child's output; a child that fails or is
-// cancelled fails the step (permanently) with the child's error.
+// cancelled fails the step (permanently) with the child's error. A
+// workflow may call itself: child runs nest at most Limits.ChildDepth
+// deep below their root run, and a call deeper than that fails its step
+// (permanently) without starting a child.
 type WorkflowCall struct {
 	Workflow string `json:"workflow"`           // a workflow name (static)
 	Input    any    `json:"input,omitempty"`    // template of the child's input (an object); default {}

@@ -56,6 +56,7 @@ Needs no store. With --server (or ` + envServer + `) the server validates them (
 						continue
 					}
 					fmt.Printf("%s: ok (%s, %d steps, revision %s)\n", termSafe(path), termSafe(def.Name), len(def.Steps), def.Revision()[:12])
+					warnSelfCalls(path, def)
 				}
 				if bad > 0 {
 					return &exitError{code: 1, msg: fmt.Sprintf("%d of %d definitions are invalid", bad, len(args))}
@@ -66,6 +67,16 @@ Needs no store. With --server (or ` + envServer + `) the server validates them (
 	}
 	lf.register(cmd, limitsDefinition)
 	return remoteCommand(cmd)
+}
+
+// warnSelfCalls warns (on standard error; the definition is valid) about
+// each workflow_call of def that calls def itself on every run: its runs
+// would nest until the cap on child-run depth fails the deepest.
+func warnSelfCalls(path string, def *workflow.Definition) {
+	for _, s := range def.SelfCalls() {
+		fmt.Fprintln(os.Stderr, termText(fmt.Sprintf("%s:%d:%d: warning: step %s calls workflow %s, its own, on every run: each run would start another until the cap on child-run depth (%s, %d by default) fails the deepest; put the call under a when that ends the recursion",
+			path, s.Pos.Line, s.Pos.Column, s.ID, def.Name, workflow.LimitChildDepth.Key, workflow.ChildDepthDefault)))
+	}
 }
 
 func newSchemaCmd() *cobra.Command {

@@ -17,7 +17,7 @@ import (
 //	limitsDefinition  validate, apply, run: the static caps of a definition
 //	limitsInput       enqueue, run, worker, dev: a run's (or child's) input
 //	limitsPayload     wake, signal, worker, server, dev: wake and signal payloads
-//	limitsRun         run, worker, dev: for_each items and items in flight
+//	limitsRun         run, worker, dev: for_each items, items in flight, child-run depth
 //
 // A flag left unset takes the environment variable, else the default;
 // 0 means the default, a negative value lifts the cap.
@@ -68,6 +68,7 @@ func (f *limitFlags) register(cmd *cobra.Command, groups ...limitGroup) {
 		case limitsRun:
 			add(workflow.LimitForEachItems, &f.l.ForEachItems, workflow.ForEachItemsDefault, "most items a for_each may iterate over")
 			add(workflow.LimitForEachInFlight, &f.l.ForEachInFlight, workflow.ForEachInFlightDefault, "most items of one for_each a runner runs at once, whatever its concurrency")
+			add(workflow.LimitChildDepth, &f.l.ChildDepth, workflow.ChildDepthDefault, "deepest a child run may nest below its root run (workflow_call)")
 		}
 	}
 }

@@ -196,6 +196,7 @@ var flagRanges = map[string]flagRange{
 	workflow.LimitMaxIterations.Flag[2:]:      anyValue,
 	workflow.LimitNestingDepth.Flag[2:]:       anyValue,
 	workflow.LimitForEachInFlight.Flag[2:]:    anyValue,
+	workflow.LimitChildDepth.Flag[2:]:         anyValue,
 }
 
 // checkFlagRanges refuses (exit exitUsage) a numeric flag of cmd whose

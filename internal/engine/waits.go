@@ -126,7 +126,7 @@ func (rs *runState) finishWait(ctx context.Context, f *frame, s *workflow.Step, 
 		m, _ := payload.(map[string]any)
 		status, _ := m["status"].(string)
 		if status != string(starflowtype.RunSucceeded) {
-			return nil, rs.fail(f, s, try, childFailed(s.WorkflowCall.Workflow, status, m))
+			return nil, rs.fail(f, s, try, rs.childFailed(s.WorkflowCall.Workflow, status, m))
 		}
 		payload = m["output"]
 	}
@@ -150,16 +150,23 @@ func (rs *runState) finishWait(ctx context.Context, f *frame, s *workflow.Step, 
 // succeed: type child_failed, its cause the child's own typed error (from
 // the end payload's error_detail; a child without one — cancelled, or
 // ended before typed errors — gets a cause of type cancelled or error
-// with the child's message).
-func childFailed(workflowName, status string, m map[string]any) error {
+// with the child's message). The child's message and the chain of causes
+// are bounded (causes.go), so errors stay small down a deep tree; both
+// are scrubbed of this run's secrets before they are cut, so a cut
+// through a secret leaves no half of it behind.
+func (rs *runState) childFailed(workflowName, status string, m map[string]any) error {
 	msg, _ := m["error"].(string)
 	if msg == "" {
 		msg = "no error message"
 	}
+	msg = elide(rs.led.red.String(msg), maxChildMessage)
 	err := step.Permanent(fmt.Errorf("child run %v of workflow %s ended %s: %s", m["run_id"], workflowName, orUnknown(status), msg))
 	var cause *starflowtype.ErrorInfo
 	if detail, ok := m["error_detail"].(map[string]any); ok {
 		cause = mapInfo(detail) // decoded JSON: numbers keep their type
+		if cause != nil {
+			cause = rs.scrubInfo(cause)
+		}
 	}
 	if cause == nil {
 		typ := starflowtype.ErrorUntyped
@@ -168,7 +175,9 @@ func childFailed(workflowName, status string, m map[string]any) error {
 		}
 		cause = &starflowtype.ErrorInfo{Type: typ, Message: msg}
 	}
-	return &typedError{info: starflowtype.ErrorInfo{Type: starflowtype.ErrorChildFailed, Cause: cause}, err: err}
+	info := starflowtype.ErrorInfo{Type: starflowtype.ErrorChildFailed, Cause: cause}
+	capCauses(&info)
+	return &typedError{info: info, err: err}
 }
 
 func orUnknown(s string) string {
@@ -529,11 +538,19 @@ func (rs *runState) renderTime(ctx context.Context, f *frame, what string, v any
 // a service_call's Idempotency-Key is the same across attempts).
 var childNamespace = uuid.MustParse("6f1c1d5e-8a43-4c4e-9a59-3f2b7d0c5e11")
 
-// childParams resolves a workflow_call: the child's definition (by name,
-// current or pinned revision), its input (an object, checked against its
-// input_schema, scrubbed of the parent's secrets), and its identity.
+// childParams resolves a workflow_call: the child's depth (within
+// Limits.ChildDepth), its definition (by name, current or pinned
+// revision), its input (an object, checked against its input_schema,
+// scrubbed of the parent's secrets), and its identity.
 func (rs *runState) childParams(ctx context.Context, f *frame, s *workflow.Step) (*state.EnqueueRunParams, error) {
 	c := s.WorkflowCall
+	// The cap on nesting, from the depth stored with this run (decision
+	// 260): it holds across restarts, attempts and runners, whichever
+	// process started the parent. Checked before anything is read or
+	// written, so a runaway recursion ends at its deepest run.
+	if err := rs.e.cfg.Limits.CheckChildDepth(s.ID, c.Workflow, rs.run.Depth); err != nil {
+		return nil, step.Permanent(err)
+	}
 	rev := c.Revision
 	if rev == "current" {
 		rev = ""

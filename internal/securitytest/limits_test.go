@@ -215,3 +215,97 @@ func limitsItoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// listRuns is `starflow runs list --json` of the SQLite file db.
+func listRuns(t *testing.T, dir, db string) []map[string]any {
+	t.Helper()
+	r := runStarflow(t, dir, nil, "runs", "list", "--db", db, "--json", "--limit", "1000")
+	var runs []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &runs); err != nil {
+		t.Fatalf("runs list: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	return runs
+}
+
+// TestLimitsChildDepth: a workflow that calls itself (a new user's
+// `recurse`) is valid, with a warning from `starflow validate`, and stops
+// at the cap on nesting, 32 child runs below its root, with an error
+// naming the cap; the flag and the environment variable set the cap.
+func TestLimitsChildDepth(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "recurse.yaml", "name: recurse\nsteps:\n  - id: me\n    workflow_call: {workflow: recurse}\n")
+	// Valid, with a warning.
+	if r := runStarflow(t, dir, nil, "validate", "recurse.yaml"); r.code != 0 ||
+		!strings.Contains(r.stderr, "recurse.yaml:3:5: warning: step me calls workflow recurse, its own, on every run: each run would start another until the cap on child-run depth (limits.child_depth, 32 by default) fails the deepest") {
+		t.Fatalf("validate: %s", r)
+	}
+	r := runStarflow(t, dir, nil, "run", "recurse.yaml", "--db", "s.db")
+	limitsRefused(t, "run recurse", r, 1,
+		"the child run of recurse would be at depth 33 (this run is 32 workflow_calls below its root run), which exceeds the limit of 32 (limits.child_depth; raise it with --max-child-depth, STARFLOW_MAX_CHILD_DEPTH or starflow.Config.Limits.ChildDepth)")
+	if n := len(listRuns(t, dir, "s.db")); n != 33 {
+		t.Errorf("%d runs, want the root and 32 children", n)
+	}
+	r = runStarflow(t, dir, nil, "run", "recurse.yaml", "--db", "f.db", "--max-child-depth", "2")
+	limitsRefused(t, "run recurse --max-child-depth 2", r, 1, "would be at depth 3 (this run is 2 workflow_calls below its root run), which exceeds the limit of 2 (limits.child_depth")
+	r = runStarflow(t, dir, []string{"STARFLOW_MAX_CHILD_DEPTH=1"}, "run", "recurse.yaml", "--db", "e.db")
+	limitsRefused(t, "run recurse with STARFLOW_MAX_CHILD_DEPTH=1", r, 1, "would be at depth 2 (this run is 1 workflow_call below its root run), which exceeds the limit of 1 (limits.child_depth")
+	if n := len(listRuns(t, dir, "e.db")); n != 2 {
+		t.Errorf("%d runs under a cap of 1, want 2", n)
+	}
+}
+
+// TestCancelRunawayTree: `starflow runs cancel ROOT` stops a tree of
+// child runs deeper than the 64 levels the cancel cascade once refused
+// (the cap raised to let it grow), every run of it, with nothing parked
+// left behind.
+func TestCancelRunawayTree(t *testing.T) {
+	t.Parallel()
+	const depth = 70
+	dir := t.TempDir()
+	writeFile(t, dir, "deep.yaml", `name: deep
+steps:
+  - id: down
+    when: "${{ input.n > 0 }}"
+    workflow_call: {workflow: deep, input: {n: "${{ input.n - 1 }}"}}
+  - id: hold
+    wait: {signal: go}
+`)
+	if r := runStarflow(t, dir, nil, "apply", "deep.yaml", "--db", "d.db"); r.code != 0 {
+		t.Fatalf("apply: %s", r)
+	}
+	r := runStarflow(t, dir, nil, "enqueue", "deep", "--input", `{"n": `+limitsItoa(depth)+`}`, "--db", "d.db")
+	if r.code != 0 {
+		t.Fatalf("enqueue: %s", r)
+	}
+	root := strings.TrimSpace(r.stdout)
+	startListener(t, dir, nil, "dev", "--db", "d.db", "--addr", "127.0.0.1:0", "--poll-interval", "50ms", "--max-child-depth", "100")
+	count := func(status string) (n, total int) {
+		runs := listRuns(t, dir, "d.db")
+		for _, r := range runs {
+			if r["status"] == status {
+				n++
+			}
+		}
+		return n, len(runs)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		// Every run parked: the deepest at its wait, the others at their
+		// workflow_call.
+		if n, _ := count("paused"); n == depth+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			n, total := count("paused")
+			t.Fatalf("%d of %d runs paused, want %d", n, total, depth+1)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r := runStarflow(t, dir, nil, "runs", "cancel", root, "--db", "d.db"); r.code != 0 || strings.Contains(r.stdout+r.stderr, "sqlitestore") {
+		t.Fatalf("runs cancel of the root of a tree %d deep: %s", depth, r)
+	}
+	if n, total := count("cancelled"); n != depth+1 || total != depth+1 {
+		t.Errorf("%d of %d runs cancelled, want all %d", n, total, depth+1)
+	}
+}

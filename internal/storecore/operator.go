@@ -11,9 +11,6 @@ import (
 	"github.com/starflow/starflow/state"
 )
 
-// maxCancelDepth bounds CancelRun's cascade through child runs.
-const maxCancelDepth = 64
-
 // runState locks (where the dialect locks rows) and reads the run an
 // operator action or a wake acts on. ErrNotFound when it does not exist
 // (in workspace, when set).
@@ -41,7 +38,7 @@ func (t *txn) runState(ctx context.Context, workspace, runID string) (runMeta, s
 // way the run's non-terminal children are cancelled too, recursively.
 func (s *Store) CancelRun(ctx context.Context, p *state.CancelRunParams) (*starflowtype.Run, error) {
 	run, err := s.write(ctx, state.OpCancelRun, p.RunID, true, func(t *txn) error {
-		return t.cancelTree(ctx, p.WorkspaceID, p.RunID, true, 0)
+		return t.cancelTree(ctx, p.WorkspaceID, p.RunID)
 	})
 	if err != nil {
 		return nil, s.errorf("cancel: %w", err)
@@ -106,57 +103,79 @@ func (t *txn) cancelRun(ctx context.Context, m runMeta, id string, payload map[s
 	return t.endRun(ctx, id)
 }
 
-// cancelTree cancels run id (as CancelRun does) and then its non-terminal
-// children, recursively, each locked as it is reached. top: the run the
-// operator named (a terminal one is ErrConflict); children that ended
-// meanwhile are left alone.
-func (t *txn) cancelTree(ctx context.Context, workspace, runID string, top bool, depth int) error {
-	if depth > maxCancelDepth {
-		return fmt.Errorf("run %s: child runs nested deeper than %d", runID, maxCancelDepth)
-	}
+// cancelTree cancels run runID, the one the operator named (a terminal
+// one is ErrConflict), and then its descendants (cancelChildren).
+func (t *txn) cancelTree(ctx context.Context, workspace, runID string) error {
 	m, status, claim, _, err := t.runState(ctx, workspace, runID)
 	if err != nil {
 		return err
 	}
-	if top {
-		t.ch.RunID = m.id
+	t.ch.RunID = m.id
+	if status.Terminal() {
+		return fmt.Errorf("run %s already ended %s: %w", runID, status, starflowtype.ErrConflict)
 	}
-	switch {
-	case status.Terminal():
-		if top {
-			return fmt.Errorf("run %s already ended %s: %w", runID, status, starflowtype.ErrConflict)
-		}
-		return nil
-	case claim == starflowtype.ClaimClaimed || claim == starflowtype.ClaimRunning:
-		if _, err := t.tx.Exec(ctx, "run_cancel_requested", m.id); err != nil {
-			return err
-		}
-	default:
-		by := "operator"
-		if !top {
-			by = "parent"
-		}
-		if err := t.cancelRun(ctx, m, m.id, map[string]any{"by": by}); err != nil {
-			return err
-		}
-	}
-	return t.cancelChildren(ctx, m.id, depth)
-}
-
-// cancelChildren cancels the non-terminal children of run id (at depth
-// of the cascade) as cancelTree does, and lists them in the Change's
-// Runs. The parent is locked before its children (writes that lock both
-// the other way are retried when the dialect reports a deadlock).
-func (t *txn) cancelChildren(ctx context.Context, id string, depth int) error {
-	children, err := t.strings(ctx, "children", id)
-	if err != nil {
+	if err := t.cancelOne(ctx, m, claim, "operator"); err != nil {
 		return err
 	}
-	for _, c := range children {
-		if err := t.cancelTree(ctx, "", c, false, depth+1); err != nil {
-			return err
+	return t.cancelChildren(ctx, m.id)
+}
+
+// cancelOne cancels run m, locked by runState with claim state claim: a
+// claimed or running run gets cancel_requested (its runner stops at the
+// next step boundary), any other is cancelled at once (cancelRun, its
+// run_cancelled event saying by whom: "operator", "parent", "schedule").
+func (t *txn) cancelOne(ctx context.Context, m runMeta, claim starflowtype.ClaimState, by string) error {
+	if claim == starflowtype.ClaimClaimed || claim == starflowtype.ClaimRunning {
+		_, err := t.tx.Exec(ctx, "run_cancel_requested", m.id)
+		return err
+	}
+	return t.cancelRun(ctx, m, m.id, map[string]any{"by": by})
+}
+
+// cancelChildren cancels the non-terminal descendants of run id, each as
+// cancelOne does, and lists them in the Change's Runs. The tree is walked
+// level by level, each run locked as it is reached, so a parent is always
+// locked before its children (writes that lock both the other way are
+// retried when the dialect reports a deadlock); it has no bound on depth
+// (decision 261): an operator must be able to stop a runaway recursion
+// of workflow_calls, however deep it went. A child that ended meanwhile
+// is left alone, with what is below it. Each run is visited once, so a
+// cycle of parent_run_id (which no engine writes) cannot loop.
+func (t *txn) cancelChildren(ctx context.Context, id string) error {
+	seen := map[string]bool{id: true}
+	var cancelled []string
+	for level := []string{id}; len(level) > 0; {
+		var next []string
+		for _, parent := range level {
+			children, err := t.strings(ctx, "children", parent)
+			if err != nil {
+				return err
+			}
+			for _, c := range children {
+				if seen[c] {
+					continue
+				}
+				seen[c] = true
+				m, status, claim, _, err := t.runState(ctx, "", c)
+				if err != nil {
+					return err
+				}
+				if status.Terminal() {
+					continue
+				}
+				if err := t.cancelOne(ctx, m, claim, "parent"); err != nil {
+					return err
+				}
+				cancelled = append(cancelled, m.id)
+				next = append(next, m.id)
+			}
 		}
-		if err := t.otherRun(ctx, c); err != nil {
+		level = next
+	}
+	// Read back once the whole tree is cancelled, deepest first: the
+	// rows as the transaction leaves them.
+	for i := len(cancelled) - 1; i >= 0; i-- {
+		if err := t.otherRun(ctx, cancelled[i]); err != nil {
 			return err
 		}
 	}
@@ -174,7 +193,7 @@ func (t *txn) cancelParked(ctx context.Context, id string) error {
 	if err := t.cancelRun(ctx, m, m.id, map[string]any{"by": "operator", "at": "park"}); err != nil {
 		return err
 	}
-	return t.cancelChildren(ctx, m.id, 0)
+	return t.cancelChildren(ctx, m.id)
 }
 
 // endRun is what every end of a run does in its transaction (state.Waiter):

@@ -513,7 +513,7 @@ func (s *Store) OnRunCancelled(ctx context.Context, p *state.RunCancelledParams)
 		if err := t.cancelRun(ctx, m, m.id, nil); err != nil {
 			return err
 		}
-		return t.cancelChildren(ctx, m.id, 0) // started after CancelRun cascaded
+		return t.cancelChildren(ctx, m.id) // started after CancelRun cascaded
 	})
 	if err != nil {
 		return nil, s.errorf("run cancelled: %w", err)

@@ -198,14 +198,10 @@ func (s *Store) FireSchedule(ctx context.Context, p *state.FireScheduleParams) (
 // CancelRun does: at once when it is not executing (run_cancelled with
 // {"by": "schedule"}), else with cancel_requested; its children too.
 func (t *txn) cancelBySchedule(ctx context.Context, m runMeta, claim starflowtype.ClaimState) error {
-	if claim == starflowtype.ClaimClaimed || claim == starflowtype.ClaimRunning {
-		if _, err := t.tx.Exec(ctx, "run_cancel_requested", m.id); err != nil {
-			return err
-		}
-	} else if err := t.cancelRun(ctx, m, m.id, map[string]any{"by": "schedule"}); err != nil {
+	if err := t.cancelOne(ctx, m, claim, "schedule"); err != nil {
 		return err
 	}
-	return t.cancelChildren(ctx, m.id, 0)
+	return t.cancelChildren(ctx, m.id)
 }
 
 // now reads the database's clock.

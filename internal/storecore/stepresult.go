@@ -73,7 +73,7 @@ func runFields(r *starflowtype.Run) []any {
 		&r.Attempt, &r.MaxAttempts, &r.AvailableAt, (*string)(&r.RecoveryMode), (*string)(&r.TriggerType), &r.ParentRunID,
 		&r.IdempotencyKey, (*[]byte)(&r.Input), (*[]byte)(&r.Output), (*[]byte)(&r.Checkpoint), &r.Phase,
 		&r.Error, &r.DeadLettered, &r.CancelRequested, &r.CreatedAt, &r.StartedAt, &r.CompletedAt,
-		&r.DurationMS, &r.UpdatedAt, &r.AttemptStartedAt, (*[]byte)(&r.ErrorDetail), &r.TraceID, &r.TraceParent}
+		&r.DurationMS, &r.UpdatedAt, &r.AttemptStartedAt, (*[]byte)(&r.ErrorDetail), &r.TraceID, &r.TraceParent, &r.Depth}
 }
 
 // stepFields are the destinations of the dialects' step_columns, in order.

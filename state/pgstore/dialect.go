@@ -116,7 +116,7 @@ const (
 	attempt, max_attempts, available_at, recovery_mode, trigger_type, coalesce(parent_run_id::text, ''),
 	coalesce(idempotency_key, ''), input_json, output_json, checkpoint_json, coalesce(phase, ''),
 	coalesce(error, ''), dead_lettered, cancel_requested, created_at, started_at, completed_at,
-	coalesce(duration_ms, 0), updated_at, attempt_started_at, error_json, coalesce(trace_id, ''), coalesce(trace_parent, '')`
+	coalesce(duration_ms, 0), updated_at, attempt_started_at, error_json, coalesce(trace_id, ''), coalesce(trace_parent, ''), depth`
 	stepColumns = `run_id::text, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
 	coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)`
 	waitColumns = `id::text, run_id::text, workspace_id, attempt, scope_path, step_id, kind,

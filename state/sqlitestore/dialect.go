@@ -36,7 +36,7 @@ var Queries = func() map[string]string {
 	attempt, max_attempts, available_at, recovery_mode, trigger_type, coalesce(parent_run_id, ''),
 	coalesce(idempotency_key, ''), input_json, output_json, checkpoint_json, coalesce(phase, ''),
 	coalesce(error, ''), dead_lettered, cancel_requested, created_at, started_at, completed_at,
-	coalesce(duration_ms, 0), updated_at, attempt_started_at, error_json, coalesce(trace_id, ''), coalesce(trace_parent, '')`,
+	coalesce(duration_ms, 0), updated_at, attempt_started_at, error_json, coalesce(trace_id, ''), coalesce(trace_parent, ''), depth`,
 		"step_columns": `run_id, attempt, scope_path, step_id, kind, status, tries, started_at, finished_at,
 	coalesce(duration_ms, 0), coalesce(error, ''), coalesce(updated_at, finished_at, started_at)`,
 		"wait_columns": `id, run_id, workspace_id, attempt, scope_path, step_id, kind,

@@ -61,9 +61,13 @@ SELECT id, workspace_id, name, revision, spec_json, source, created_at
 INSERT INTO workflow_runs (
     id, workspace_id, env, definition_id, workflow_name, workflow_revision, template_id,
     status, claim_state, runner_pool, priority, max_attempts, available_at,
-    recovery_mode, trigger_type, parent_run_id, idempotency_key, input_json, trace_id, trace_parent)
+    recovery_mode, trigger_type, parent_run_id, idempotency_key, input_json, trace_id, trace_parent, depth)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', 'queued', ?8, ?9, ?10, now(?11),
-        ?12, ?13, ?14, ?15, ?16, ?17, ?18)
+        ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+        -- depth: 0 without a parent, the parent's depth + 1 (1 when the
+        -- parent's row is gone).
+        CASE WHEN ?14 IS NULL THEN 0
+             ELSE coalesce((SELECT p.depth + 1 FROM workflow_runs p WHERE p.id = ?14), 1) END)
 RETURNING /*run_columns*/;
 
 -- name: claim_run

@@ -52,6 +52,10 @@
 //   - OnRunError with Retry in recovery mode manual leaves the run
 //     interrupted, unleased and not claimable;
 //   - EnqueueRun with an existing id returns ErrConflict;
+//   - a run's Depth is 0 without a parent, else its parent's Depth + 1,
+//     read from the parent's row (1 when that row is gone); CancelRun,
+//     OnRunCancelled and a cancel at ParkRun reach every non-terminal
+//     descendant, however deep the tree;
 //   - a ClaimRun that finds no run runs no hook; RecordPhaseIfChanged("")
 //     on a run without a phase appends no event;
 //   - durable waits follow the details listed on state.Waiter (resume

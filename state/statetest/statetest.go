@@ -101,6 +101,7 @@ func RunOpener(t *testing.T, open Opener, opts Options) {
 	t.Run("Schedules", s.testSchedules)
 	t.Run("Retention", s.testRetention)
 	t.Run("Trace", s.testTrace)
+	t.Run("Children", s.testChildren)
 }
 
 // suite carries the opener to every case.
