@@ -50,6 +50,11 @@ const (
 	CodeLeaseLost = "lease_lost"
 )
 
+// NoCheckpointHint ends the detail of POST /api/runs/{id}/resume's 409
+// no_checkpoint: how to resume such a run through the API (the body field,
+// not the CLI's flag).
+const NoCheckpointHint = `; send {"mode": "replay"} to start it from the first step`
+
 // Error implements error: the client returns a *Problem for every non-2xx
 // answer.
 func (p *Problem) Error() string {

@@ -39,6 +39,10 @@ func (s *apiServer) registerActions() {
 			ctx, cancel := s.ctx(ctx)
 			defer cancel()
 			r, err = s.engine.Resume(ctx, r.ID, opts)
+			if errors.Is(err, starflowtype.ErrNoCheckpoint) {
+				// The engine's sentence, with the request's way out.
+				return nil, conflict(api.CodeNoCheckpoint, state.Message(err, starflowtype.ErrNoCheckpoint)+api.NoCheckpointHint)
+			}
 			if err != nil {
 				return nil, s.fail(err)
 			}

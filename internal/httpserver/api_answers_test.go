@@ -1,0 +1,94 @@
+package httpserver
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/starflow/starflow/api"
+)
+
+// problemOf decodes a problem answer with the status want.
+func problemOf(t *testing.T, what string, a *apiAnswer, want int) *api.Problem {
+	t.Helper()
+	if a.status != want {
+		t.Fatalf("%s: %d %s, want %d", what, a.status, shortBody(a.body), want)
+	}
+	var p api.Problem
+	a.decode(t, &p)
+	return &p
+}
+
+// noStorePrefix fails when a problem carries a store package's name or a
+// sentinel's suffix (the status and code say it).
+func noStorePrefix(t *testing.T, what string, p *api.Problem) {
+	t.Helper()
+	for _, leak := range []string{"sqlitestore", "pgstore", ": conflict", ": lease lost", ": no_checkpoint"} {
+		if strings.Contains(p.Detail, leak) {
+			t.Errorf("%s: detail %q carries %q", what, p.Detail, leak)
+		}
+	}
+}
+
+// TestConflictsSpeakPlainly: a 409 says what is wrong in the engine's
+// words, never with a store package's prefix; a resume refused for want
+// of a checkpoint names the body field that gets past it, and one of a
+// succeeded run says which runs can be resumed.
+func TestConflictsSpeakPlainly(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t, true, nil)
+	op, admin := e.keys["alpha/operator"], e.keys["alpha/admin"]
+
+	done := e.ended("alpha")
+	p := problemOf(t, "cancel an ended run", e.call("POST", "/api/runs/"+done.ID+"/cancel", op, nil), http.StatusConflict)
+	noStorePrefix(t, "cancel", p)
+	if p.Code != api.CodeConflict || p.Detail != "run "+done.ID+" already ended succeeded" {
+		t.Errorf("cancel an ended run: %+v", p)
+	}
+
+	p = problemOf(t, "resume a succeeded run", e.call("POST", "/api/runs/"+done.ID+"/resume", admin, map[string]any{}), http.StatusConflict)
+	noStorePrefix(t, "resume succeeded", p)
+	if !strings.Contains(p.Detail, "only an interrupted, failed or cancelled run that no runner holds can be resumed") ||
+		!strings.Contains(p.Detail, "retrigger it") {
+		t.Errorf("resume a succeeded run: %q", p.Detail)
+	}
+
+	// A run cancelled before it started has no checkpoint.
+	a := e.call("POST", "/run/quick/enqueue", op, map[string]any{"input": map[string]any{}, "delay": "1h"})
+	var run api.RunView
+	a.decode(t, &run)
+	if a := e.call("POST", "/api/runs/"+run.ID+"/cancel", op, nil); a.status != http.StatusOK {
+		t.Fatalf("cancel a delayed run: %d %s", a.status, shortBody(a.body))
+	}
+	p = problemOf(t, "resume without a checkpoint", e.call("POST", "/api/runs/"+run.ID+"/resume", admin, map[string]any{"mode": "resume"}), http.StatusConflict)
+	noStorePrefix(t, "no checkpoint", p)
+	if p.Code != api.CodeNoCheckpoint || !strings.HasSuffix(p.Detail, api.NoCheckpointHint) || strings.Contains(p.Detail, "--mode") {
+		t.Errorf("resume without a checkpoint: %+v", p)
+	}
+	if a := e.call("POST", "/api/runs/"+run.ID+"/resume", admin, map[string]any{"mode": "replay"}); a.status != http.StatusOK {
+		t.Errorf("the hint's body: %d %s", a.status, shortBody(a.body))
+	}
+
+	// A worker's stale heartbeat: lease_lost, in plain words.
+	const src = "name: shout\nsteps:\n  - id: up\n    job: {type: upper}\n"
+	if a := e.call("PUT", "/api/workflows/shout", admin, src); a.status != http.StatusOK {
+		t.Fatalf("apply: %d %s", a.status, shortBody(a.body))
+	}
+	e.enqueue("alpha", "shout", map[string]any{})
+	var job api.Job
+	deadline := time.Now().Add(10 * time.Second)
+	for job.ID == "" {
+		a := e.call("POST", "/api/jobs/poll", e.keys["alpha/worker"], map[string]any{"types": []string{"upper"}, "worker": "w1", "wait_s": 1})
+		if a.status == http.StatusOK {
+			a.decode(t, &job)
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no job: %d %s", a.status, shortBody(a.body))
+		}
+	}
+	p = problemOf(t, "stale heartbeat", e.call("POST", "/api/jobs/"+job.ID+"/heartbeat", e.keys["alpha/worker"], map[string]any{"fencing_token": "0000"}), http.StatusConflict)
+	noStorePrefix(t, "heartbeat", p)
+	if p.Code != api.CodeLeaseLost || !strings.HasPrefix(p.Detail, "job "+job.ID+": the fencing token is not the current claim's") {
+		t.Errorf("stale heartbeat: %+v", p)
+	}
+}
