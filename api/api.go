@@ -253,8 +253,8 @@ type SessionVarRequest struct {
 // workspace.
 type KeyRequest struct {
 	Name string            `json:"name" minLength:"1" maxLength:"200"`
-	Role starflowtype.Role `json:"role" enum:"viewer,operator,admin"`
-	Env  string            `json:"env,omitempty" maxLength:"100" doc:"Limit the key to runs of this env; default every env."`
+	Role starflowtype.Role `json:"role" enum:"viewer,operator,admin,worker" doc:"viewer, operator or admin (each may do what the one before may, and more), or worker: a remote worker's key, which may only poll, heartbeat, complete and fail jobs."`
+	Env  string            `json:"env,omitempty" maxLength:"100" pattern:"^[a-z0-9][a-z0-9_-]*$" patternDescription:"lower-case letters, digits, - and _, starting with a letter or digit" doc:"Limit the key to runs of this env (a name: [a-z0-9][a-z0-9_-]*); default every env."`
 }
 
 // CreatedKey is the answer to POST /api/keys: the key row and, once, the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -34,5 +35,34 @@ func TestCLIResumeRefusalsSayWhatCan(t *testing.T) {
 	mustCode(t, "resume without a checkpoint", r, 1, "no_checkpoint: run "+delayed+" has no checkpoint to resume from: no step of it committed; resume it with --mode replay")
 	if strings.Contains(r.stderr, `"mode"`) {
 		t.Errorf("the CLI names the API's body field: %s", r.stderr)
+	}
+}
+
+// TestCLIKeysNamesAndWorkerRole: keys create refuses a workspace or env
+// that is not a name (exit 2, nothing created), and makes a worker key
+// through a server as on the store.
+func TestCLIKeysNamesAndWorkerRole(t *testing.T) {
+	t.Parallel()
+	f := newRemoteFixture(t)
+	for _, c := range []struct{ flag, value string }{{"--workspace", "../../x"}, {"--workspace", "a\x1bb"}, {"--workspace", "Team"}, {"--env", "prod/eu"}} {
+		args := []string{"keys", "create", "--name", "x", "--role", "viewer", "--workspace", "default"}
+		if c.flag == "--workspace" {
+			args[len(args)-1] = c.value
+		} else {
+			args = append(args, c.flag, c.value)
+		}
+		r := f.local(t, args...)
+		mustCode(t, c.flag+" "+c.value, r, exitUsage, c.flag+": "+c.flag[2:]+" ")
+		if !strings.Contains(r.stderr, "is not a valid name: use lower-case letters, digits") || r.stdout != "" || strings.Contains(r.stderr, "\x1b") {
+			t.Errorf("%s %q: stdout %q, stderr %q", c.flag, c.value, r.stdout, r.stderr)
+		}
+	}
+	var keys []struct{ Name string }
+	if l := f.local(t, "keys", "list", "--json"); json.Unmarshal([]byte(l.stdout), &keys) != nil || len(keys) != 3 {
+		t.Errorf("keys after the refusals (want the fixture's 3):\n%s%s", l.stdout, l.stderr)
+	}
+	r := f.remote(t, f.admin, "keys", "create", "--name", "pool-a", "--role", "worker")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "sf_") || !strings.Contains(r.stderr, "role worker in workspace default") {
+		t.Fatalf("keys create --role worker through the server: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -92,3 +92,33 @@ func TestConflictsSpeakPlainly(t *testing.T) {
 		t.Errorf("stale heartbeat: %+v", p)
 	}
 }
+
+// TestWorkerKeysThroughTheAPI: an admin creates a worker key over the
+// API (as on the store), and the key serves jobs; an env that is not a
+// name is refused, naming the field.
+func TestWorkerKeysThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t, true, nil)
+	admin := e.keys["alpha/admin"]
+	a := e.call("POST", "/api/keys", admin, map[string]any{"name": "pool-a", "role": "worker"})
+	var ck api.CreatedKey
+	if a.status != http.StatusCreated {
+		t.Fatalf("create a worker key: %d %s", a.status, shortBody(a.body))
+	}
+	a.decode(t, &ck)
+	if ck.Key.Role != "worker" || ck.Key.WorkspaceID != "alpha" {
+		t.Fatalf("created %+v", ck.Key)
+	}
+	if a := e.call("POST", "/api/jobs/poll", ck.Secret, map[string]any{"types": []string{"upper"}, "worker": "w1"}); a.status != http.StatusNoContent {
+		t.Errorf("the worker key polls: %d %s", a.status, shortBody(a.body))
+	}
+	if a := e.call("GET", "/api/runs", ck.Secret, nil); a.status != http.StatusForbidden {
+		t.Errorf("the worker key reads runs: %d", a.status)
+	}
+	for _, env := range []string{"../../x", "Prod", "a b", "x\x1b[31m"} {
+		p := problemOf(t, "env "+env, e.call("POST", "/api/keys", admin, map[string]any{"name": "bad", "role": "viewer", "env": env}), http.StatusUnprocessableEntity)
+		if len(p.Errors) != 1 || p.Errors[0].Location != "body.env" {
+			t.Errorf("env %q: %+v, want one error at body.env", env, p)
+		}
+	}
+}
