@@ -12,6 +12,7 @@ package api
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/starflow/starflow"
@@ -56,12 +57,31 @@ const (
 const NoCheckpointHint = `; send {"mode": "replay"} to start it from the first step`
 
 // Error implements error: the client returns a *Problem for every non-2xx
-// answer.
+// answer. Its text is the detail (or the title), followed by each invalid
+// part of the request when there are any: "validation failed:
+// body.priority: expected number <= 1000000 (got 99999999999)".
 func (p *Problem) Error() string {
-	if p.Detail != "" {
-		return p.Detail
+	s := p.Detail
+	if s == "" {
+		s = p.Title
 	}
-	return p.Title
+	parts := make([]string, 0, len(p.Errors))
+	for _, e := range p.Errors {
+		part := e.Message
+		if e.Location != "" {
+			part = e.Location + ": " + part
+		}
+		// A short value of a field says what was sent; the whole body
+		// ("body") is never repeated.
+		if raw, err := json.Marshal(e.Value); err == nil && e.Value != nil && e.Location != "body" && len(raw) <= 64 {
+			part += " (got " + string(raw) + ")"
+		}
+		parts = append(parts, part)
+	}
+	if len(parts) > 0 {
+		s += ": " + strings.Join(parts, "; ")
+	}
+	return s
 }
 
 // GetStatus is the HTTP status (the server's error interface).

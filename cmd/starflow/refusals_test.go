@@ -66,3 +66,43 @@ func TestCLIKeysNamesAndWorkerRole(t *testing.T) {
 		t.Fatalf("keys create --role worker through the server: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestCLIEnqueueBoundsOnBothPaths: --priority and --idempotency-key over
+// the engine's bounds are refused the same on the store and through a
+// server (exit 2, nothing enqueued), and --input that does not parse is a
+// usage error too; a refusal only the server makes shows the server's
+// detailed reason (the field and the bound), not "validation failed".
+func TestCLIEnqueueBoundsOnBothPaths(t *testing.T) {
+	t.Parallel()
+	f := newRemoteFixture(t)
+	writeFile(t, f.dir, "three.yaml", threeSteps)
+	f.same(t, true, "apply", "three.yaml")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--priority", "99999999999"}, "--priority 99999999999 is out of range: it must be between -1000000 and 1000000"},
+		{[]string{"--priority", "-1000001"}, "--priority -1000001 is out of range"},
+		{[]string{"--idempotency-key", strings.Repeat("k", 300)}, "the idempotency key is 300 characters long: at most 255 are taken"},
+		{[]string{"--input", `{"quantity": 4`}, "--input is not valid JSON: unexpected end of JSON input at line 1, column 15"},
+		{[]string{"--input", `[1]`}, "--input must be a JSON object"},
+		{[]string{"--input", `{"q": 1e400}`}, "--input: number 1e400 at $.q"},
+	} {
+		r := f.same(t, true, append([]string{"enqueue", "three"}, c.args...)...)
+		mustCode(t, strings.Join(c.args, " "), r, exitUsage, c.want)
+	}
+	var runs []struct{ ID string }
+	if l := f.local(t, "runs", "list", "--json"); json.Unmarshal([]byte(l.stdout), &runs) != nil || len(runs) != 0 {
+		t.Errorf("runs after the refusals:\n%s%s", l.stdout, l.stderr)
+	}
+	for _, ok := range [][]string{{"--priority", "1000000"}, {"--priority", "-1000000"}, {"--idempotency-key", strings.Repeat("k", 255)}} {
+		l, r := f.local(t, append([]string{"enqueue", "three"}, ok...)...), f.remote(t, f.admin, append([]string{"enqueue", "three"}, ok...)...)
+		sameShape(t, strings.Join(ok, " "), l, r)
+		if l.code != 0 {
+			t.Errorf("%v: exit %d %s", ok, l.code, l.stderr)
+		}
+	}
+
+	r := f.remote(t, f.admin, "keys", "create", "--name", strings.Repeat("n", 201), "--role", "viewer")
+	mustCode(t, "a key name over the server's bound", r, 1, "validation failed: body.name: expected length <= 200")
+}

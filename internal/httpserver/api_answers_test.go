@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/api"
 )
 
@@ -120,5 +121,64 @@ func TestWorkerKeysThroughTheAPI(t *testing.T) {
 		if len(p.Errors) != 1 || p.Errors[0].Location != "body.env" {
 			t.Errorf("env %q: %+v, want one error at body.env", env, p)
 		}
+	}
+}
+
+// TestEnqueueBoundsAreTheEngines: the OpenAPI document states the
+// engine's bounds of an enqueue (starflow.PriorityMax, …), which the
+// engine also checks, so the API and a direct enqueue refuse the same;
+// an unknown revision of a known workflow says so.
+func TestEnqueueBoundsAreTheEngines(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t, true, nil)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct {
+				Name   string
+				Schema struct{ MaxLength float64 }
+			}
+		}
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct{ Minimum, Maximum, MaxLength float64 }
+			}
+		}
+	}
+	e.call("GET", "/openapi.json", "", nil).decode(t, &doc)
+	props := doc.Components.Schemas["EnqueueRequest"].Properties
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"priority minimum", props["priority"].Minimum, -starflow.PriorityMax},
+		{"priority maximum", props["priority"].Maximum, starflow.PriorityMax},
+		{"pool maxLength", props["pool"].MaxLength, starflow.PoolNameMax},
+		{"max_attempts maximum", props["max_attempts"].Maximum, starflow.MaxAttemptsMax},
+	} {
+		if c.got != c.want {
+			t.Errorf("EnqueueRequest %s is %v, the engine's %v", c.what, c.got, c.want)
+		}
+	}
+	found := false
+	for _, p := range doc.Paths["/run/{workflow}/enqueue"]["post"].Parameters {
+		if p.Name == "Idempotency-Key" {
+			found = true
+			if p.Schema.MaxLength != starflow.IdempotencyKeyMax {
+				t.Errorf("Idempotency-Key maxLength %v, the engine's %d", p.Schema.MaxLength, starflow.IdempotencyKeyMax)
+			}
+		}
+	}
+	if !found {
+		t.Error("no Idempotency-Key parameter in the document")
+	}
+
+	op := e.keys["alpha/operator"]
+	p := problemOf(t, "an unknown revision", e.call("POST", "/run/quick/enqueue", op, map[string]any{"input": map[string]any{}, "revision": "deadbeef"}), http.StatusNotFound)
+	if !strings.HasPrefix(p.Detail, `workflow "quick" has no revision "deadbeef" (`) {
+		t.Errorf("an unknown revision: %q", p.Detail)
+	}
+	p = problemOf(t, "an unknown workflow", e.call("POST", "/run/nope/enqueue", op, map[string]any{"input": map[string]any{}}), http.StatusNotFound)
+	if p.Detail != `workflow "nope" is not applied` {
+		t.Errorf("an unknown workflow: %q", p.Detail)
 	}
 }
