@@ -400,7 +400,8 @@ with another input or other options is refused, 409.`,
 	cmd.Flags().StringVar(&key, "idempotency-key", "", fmt.Sprintf("makes the enqueue idempotent: a repeat returns the first run (the same key with another input or options is refused); at most %d characters", starflow.IdempotencyKeyMax))
 	cmd.Flags().StringVar(&mode, "recovery-mode", "", "replay, resume or manual (default: the definition's)")
 	cmd.Flags().StringVar(&pool, "pool", "", "runner pool (default: the definition's runner_pool, or any)")
-	cmd.Flags().DurationVar(&delay, "delay", 0, "make the run available only after this long")
+	cmd.Flags().Var(newDurationValue(&delay, 0), "delay", "make the run available only after this long (a duration such as 30s or 2h; at most 2562047h)")
+	cmd.Flags().Lookup("delay").DefValue = "0" // a zero default goes unsaid, as for pflag's own durations
 	cmd.Flags().IntVar(&priority, "priority", 0, fmt.Sprintf("higher is claimed first (from %d to %d)", -starflow.PriorityMax, starflow.PriorityMax))
 	lf.register(cmd, limitsInput)
 	return remoteCommand(cmd)

@@ -106,3 +106,28 @@ func TestCLIEnqueueBoundsOnBothPaths(t *testing.T) {
 	r := f.remote(t, f.admin, "keys", "create", "--name", strings.Repeat("n", 201), "--role", "viewer")
 	mustCode(t, "a key name over the server's bound", r, 1, "validation failed: body.name: expected length <= 200")
 }
+
+// TestCLIDurationsTooLarge: --delay and the retention ages say a value
+// is too large, with the bound, instead of how to write one.
+func TestCLIDurationsTooLarge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "three.yaml", threeSteps)
+	starflowCmd(t, dir, nil, "apply", "three.yaml", "--db", "d.db")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"enqueue", "three", "--delay", "99999999h"}, `invalid argument "99999999h" for "--delay" flag: too large: at most 2562047h (about 292 years)`},
+		{[]string{"enqueue", "three", "--delay", "soon"}, `invalid argument "soon" for "--delay" flag: not a duration: write it like 500ms, 30s, 5m or 1h30m`},
+		{[]string{"enqueue", "three", "--delay", "-5m"}, "--delay -5m0s is out of range: it must be 0s or more"},
+		{[]string{"gc", "--retain-succeeded", "99999999d"}, `age "99999999d" is too large: at most 36500d (100 years), or never`},
+		{[]string{"gc", "--retain-failed", "7x"}, `invalid age "7x": write it like 7d`},
+	} {
+		r := starflowCmd(t, dir, nil, append(c.args, "--db", "d.db")...)
+		mustCode(t, strings.Join(c.args, " "), r, exitUsage, c.want)
+	}
+	if r := starflowCmd(t, dir, nil, "enqueue", "three", "--delay", "2562047h", "--db", "d.db"); r.code != 0 {
+		t.Errorf("--delay 2562047h: exit %d %s", r.code, r.stderr)
+	}
+}

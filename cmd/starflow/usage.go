@@ -258,3 +258,32 @@ func numericValue(fs *pflag.FlagSet, fl *pflag.Flag) (float64, bool) {
 	}
 	return 0, false
 }
+
+// durationValue is a duration flag parsed by workflow.ParseDuration: a
+// value too large for a duration is refused as such, naming the bound
+// (pflag's own says only "invalid duration"). Its type is "duration", so
+// the range checks read it as pflag's duration flags.
+type durationValue struct{ d *time.Duration }
+
+func newDurationValue(d *time.Duration, def time.Duration) durationValue {
+	*d = def
+	return durationValue{d}
+}
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return "0s"
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := workflow.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v.d = d
+	return nil
+}
+
+func (durationValue) Type() string { return "duration" }

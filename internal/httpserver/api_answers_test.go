@@ -182,3 +182,24 @@ func TestEnqueueBoundsAreTheEngines(t *testing.T) {
 		t.Errorf("an unknown workflow: %q", p.Detail)
 	}
 }
+
+// TestDurationsTooLargeSaySo: a delay or keep_for written right but too
+// large for a duration is refused as too large, naming the bound; one
+// written wrong still says how to write it.
+func TestDurationsTooLargeSaySo(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t, true, nil)
+	op := e.keys["alpha/operator"]
+	p := problemOf(t, "delay 99999999h", e.call("POST", "/run/quick/enqueue", op, map[string]any{"input": map[string]any{}, "delay": "99999999h"}), http.StatusBadRequest)
+	if p.Detail != `delay "99999999h" is too large: at most 2562047h (about 292 years)` {
+		t.Errorf("delay 99999999h: %q", p.Detail)
+	}
+	p = problemOf(t, "delay soon", e.call("POST", "/run/quick/enqueue", op, map[string]any{"input": map[string]any{}, "delay": "soon"}), http.StatusBadRequest)
+	if !strings.Contains(p.Detail, "want a duration such as 30s or 1h") {
+		t.Errorf("delay soon: %q", p.Detail)
+	}
+	p = problemOf(t, "keep_for 99999999h", e.call("PUT", "/api/sessions/s1/vars/k", op, map[string]any{"value": 1, "keep_for": "99999999h"}), http.StatusBadRequest)
+	if p.Detail != `keep_for "99999999h" is too large: at most 2562047h (about 292 years)` {
+		t.Errorf("keep_for 99999999h: %q", p.Detail)
+	}
+}
