@@ -29,7 +29,7 @@ type ResumeOptions struct {
 // starflowtype.ErrNoCheckpoint (resume mode, and no step ever committed),
 // starflowtype.ErrRevisionMismatch (onto the current revision, and a
 // completed step is missing there or changed kind), ErrConflict (the run
-// is queued, running or paused), ErrNotFound.
+// is queued, running, paused or succeeded), ErrNotFound.
 func (e *Engine) Resume(ctx context.Context, runID string, opts *ResumeOptions) (*starflowtype.Run, error) {
 	if opts == nil {
 		opts = &ResumeOptions{}
@@ -50,7 +50,7 @@ func (e *Engine) Resume(ctx context.Context, runID string, opts *ResumeOptions) 
 		return nil, err
 	}
 	if mode == starflowtype.RecoveryResume && len(cps) == 0 {
-		return nil, fmt.Errorf("run %s has no checkpoint to resume from (resume it with --mode replay): %w", run.ID, starflowtype.ErrNoCheckpoint)
+		return nil, fmt.Errorf("run %s has no checkpoint to resume from: no step of it committed: %w", run.ID, starflowtype.ErrNoCheckpoint)
 	}
 	p := &state.RequeueRunParams{WorkspaceID: e.workspace(ctx), RunID: run.ID, Reason: "resume", RecoveryMode: mode}
 	switch opts.Revision {

@@ -118,7 +118,7 @@ func ScheduleIdempotencyKey(workflow string, index int, tick time.Time) string {
 // schedule and the tick's idempotency key.
 func (e *Engine) scheduledRun(ctx context.Context, sc *starflowtype.Schedule, tick time.Time) (*state.EnqueueRunParams, error) {
 	ctx = WithScope(ctx, Scope{Workspace: sc.WorkspaceID, Env: sc.Env})
-	return e.EnqueueParams(ctx, sc.Workflow, sc.Input, &EnqueueOptions{Revision: sc.Revision, Trigger: starflowtype.TriggerSchedule,
+	return e.enqueueParams(ctx, sc.Workflow, sc.Input, &EnqueueOptions{Revision: sc.Revision, Trigger: starflowtype.TriggerSchedule,
 		IdempotencyKey: ScheduleIdempotencyKey(sc.Workflow, sc.Index, tick)})
 }
 

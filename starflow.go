@@ -492,12 +492,22 @@ func (e *Engine) Enqueue(ctx context.Context, name string, input any, opts *Enqu
 // store's transactional enqueue (pgstore.Store.EnqueueTx) to create the
 // run inside your own transaction.
 func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts *EnqueueOptions) (*state.EnqueueRunParams, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	return e.enqueueParams(ctx, name, input, opts)
+}
+
+// enqueueParams is EnqueueParams without the bounds of the caller's
+// options: the engine's own enqueues (a schedule's tick, a webhook
+// delivery) make idempotency keys longer than a caller may give.
+func (e *Engine) enqueueParams(ctx context.Context, name string, input any, opts *EnqueueOptions) (*state.EnqueueRunParams, error) {
 	if opts == nil {
 		opts = &EnqueueOptions{}
 	}
 	row, err := e.store.GetDefinition(ctx, &state.GetDefinitionParams{WorkspaceID: e.workspace(ctx), Name: name, Revision: opts.Revision})
 	if err != nil {
-		return nil, fmt.Errorf("workflow %q: %w", name, err)
+		return nil, e.definitionMissing(ctx, name, opts.Revision, err)
 	}
 	def, err := e.engine.Definition(row)
 	if err != nil {
@@ -563,6 +573,23 @@ func (e *Engine) EnqueueParams(ctx context.Context, name string, input any, opts
 	}
 	e.engine.TraceEnqueue(ctx, p).End() // the run's trace (trace.go)
 	return p, nil
+}
+
+// definitionMissing words the failure err of reading workflow name's
+// definition (at revision, when given) for an enqueue: a workflow that
+// was never applied, or one that exists without that revision.
+func (e *Engine) definitionMissing(ctx context.Context, name, revision string, err error) error {
+	if !errors.Is(err, starflowtype.ErrNotFound) {
+		return fmt.Errorf("workflow %q: %w", name, err)
+	}
+	if revision != "" {
+		cur, cerr := e.store.GetDefinition(ctx, &state.GetDefinitionParams{WorkspaceID: e.workspace(ctx), Name: name})
+		if cerr == nil {
+			return starflowtype.NotFound(fmt.Errorf("workflow %q has no revision %q (a revision is the 64 hex digits of a stored definition of it; its current one is %s)",
+				name, revision, cur.Revision))
+		}
+	}
+	return starflowtype.NotFound(fmt.Errorf("workflow %q is not applied", name))
 }
 
 // requestHash is the RequestHash of an enqueue with opts.CompareRequest

@@ -173,7 +173,7 @@ func (e *Engine) TriggerWebhook(ctx context.Context, d *WebhookDelivery) (*Webho
 		queued["delivery"] = d.DeliveryID
 		opts.IdempotencyKey = webhookKeyPrefix + d.Workflow + ":" + d.DeliveryID
 	}
-	p, err := e.EnqueueParams(ctx, d.Workflow, json.RawMessage(d.Body), opts)
+	p, err := e.enqueueParams(ctx, d.Workflow, json.RawMessage(d.Body), opts)
 	if err != nil {
 		return nil, err
 	}

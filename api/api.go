@@ -12,6 +12,7 @@ package api
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/starflow/starflow"
@@ -50,13 +51,37 @@ const (
 	CodeLeaseLost = "lease_lost"
 )
 
+// NoCheckpointHint ends the detail of POST /api/runs/{id}/resume's 409
+// no_checkpoint: how to resume such a run through the API (the body field,
+// not the CLI's flag).
+const NoCheckpointHint = `; send {"mode": "replay"} to start it from the first step`
+
 // Error implements error: the client returns a *Problem for every non-2xx
-// answer.
+// answer. Its text is the detail (or the title), followed by each invalid
+// part of the request when there are any: "validation failed:
+// body.priority: expected number <= 1000000 (got 99999999999)".
 func (p *Problem) Error() string {
-	if p.Detail != "" {
-		return p.Detail
+	s := p.Detail
+	if s == "" {
+		s = p.Title
 	}
-	return p.Title
+	parts := make([]string, 0, len(p.Errors))
+	for _, e := range p.Errors {
+		part := e.Message
+		if e.Location != "" {
+			part = e.Location + ": " + part
+		}
+		// A short value of a field says what was sent; the whole body
+		// ("body") is never repeated.
+		if raw, err := json.Marshal(e.Value); err == nil && e.Value != nil && e.Location != "body" && len(raw) <= 64 {
+			part += " (got " + string(raw) + ")"
+		}
+		parts = append(parts, part)
+	}
+	if len(parts) > 0 {
+		s += ": " + strings.Join(parts, "; ")
+	}
+	return s
 }
 
 // GetStatus is the HTTP status (the server's error interface).
@@ -248,8 +273,8 @@ type SessionVarRequest struct {
 // workspace.
 type KeyRequest struct {
 	Name string            `json:"name" minLength:"1" maxLength:"200"`
-	Role starflowtype.Role `json:"role" enum:"viewer,operator,admin"`
-	Env  string            `json:"env,omitempty" maxLength:"100" doc:"Limit the key to runs of this env; default every env."`
+	Role starflowtype.Role `json:"role" enum:"viewer,operator,admin,worker" doc:"viewer, operator or admin (each may do what the one before may, and more), or worker: a remote worker's key, which may only poll, heartbeat, complete and fail jobs."`
+	Env  string            `json:"env,omitempty" maxLength:"100" pattern:"^[a-z0-9][a-z0-9_-]*$" patternDescription:"lower-case letters, digits, - and _, starting with a letter or digit" doc:"Limit the key to runs of this env (a name: [a-z0-9][a-z0-9_-]*); default every env."`
 }
 
 // CreatedKey is the answer to POST /api/keys: the key row and, once, the

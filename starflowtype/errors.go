@@ -45,3 +45,19 @@ type invalidError struct{ err error }
 func (e invalidError) Error() string        { return e.err.Error() }
 func (e invalidError) Unwrap() error        { return e.err }
 func (e invalidError) Is(target error) bool { return target == ErrInvalid }
+
+// NotFound marks err as ErrNotFound for a sentence that already says what
+// is missing: errors.Is(NotFound(err), ErrNotFound) holds, and its text
+// stays err's (no ": not found" after it). NotFound(nil) is nil.
+func NotFound(err error) error {
+	if err == nil {
+		return nil
+	}
+	return notFoundError{err}
+}
+
+type notFoundError struct{ err error }
+
+func (e notFoundError) Error() string        { return e.err.Error() }
+func (e notFoundError) Unwrap() error        { return e.err }
+func (e notFoundError) Is(target error) bool { return target == ErrNotFound }

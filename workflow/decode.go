@@ -181,7 +181,11 @@ func (d *decoder) duration(n *vnode, field string) (Duration, bool) {
 		d.typeError(n, field, `a duration string like "30s"`)
 		return 0, false
 	}
-	v, err := time.ParseDuration(n.s)
+	v, err := ParseDuration(n.s)
+	if tooLarge(err) {
+		d.errorf(n.pos, "%s: duration %q is %v", field, n.s, err)
+		return 0, false
+	}
 	if err != nil {
 		d.errorf(n.pos, "%s: invalid duration %q (write it like 500ms, 30s, 5m or 72h)", field, n.s)
 		return 0, false

@@ -156,6 +156,7 @@ var invalidCases = []invalidCase{
 	{"recovery_mode", "name: a\nrecovery_mode: retry\n" + okSteps, "t.yaml:2:16: ", "recovery_mode must be one of replay, resume, manual"},
 	{"max_attempts zero", "name: a\nmax_attempts: 0\n" + okSteps, "t.yaml:2:15: ", "max_attempts must be at least 1"},
 	{"bad duration", "name: a\ndefaults: {timeout: 1d}\n" + okSteps, "t.yaml:2:21: ", `defaults.timeout: invalid duration "1d"`},
+	{"duration too large", "name: a\ndefaults: {timeout: 99999999h}\n" + okSteps, "t.yaml:2:21: ", `defaults.timeout: duration "99999999h" is too large: at most 2562047h (about 292 years)`},
 	{"negative duration", "name: a\nsteps:\n  - id: a\n    timeout: -5s\n    fail: {message: x}\n", "t.yaml:4:14: ", "timeout must be positive"},
 	{"duration not a string", "name: a\nsteps:\n  - id: a\n    timeout: 30\n    fail: {message: x}\n", "t.yaml:4:14: ", `timeout must be a duration string like "30s", not an integer`},
 	{"retry max_attempts", "name: a\nsteps:\n  - id: a\n    retry_policy: {max_attempts: 0}\n    fail: {message: x}\n", "t.yaml:4:34: ", "retry_policy.max_attempts must be at least 1"},

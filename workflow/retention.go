@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -26,14 +27,21 @@ var retentionFields = []string{"succeeded", "failed"}
 
 // ParseAge parses a retention age: a Go duration ("90m", "36h",
 // "1h30m") or whole days, optionally followed by a Go duration ("7d",
-// "1d12h"). It refuses a negative age, and says how to write one.
+// "1d12h"), at most AgeMax (36500d). It refuses a negative age and says
+// how to write one, and one over AgeMax as too large
+// (ErrDurationTooLarge), naming the bound.
 func ParseAge(s string) (time.Duration, error) {
 	bad := fmt.Errorf("invalid age %q: write it like 7d, 1d12h, 36h or 90m", s)
+	big := tooLargeError(fmt.Sprintf("age %q is too large: at most %dd (100 years)", s, AgeMax/(24*time.Hour)))
 	rest := strings.TrimSpace(s)
 	var d time.Duration
 	if i := strings.IndexByte(rest, 'd'); i >= 0 {
-		days, err := strconv.ParseUint(rest[:i], 10, 32)
-		if err != nil || days > 100*365 {
+		days, err := strconv.ParseUint(rest[:i], 10, 64)
+		var ne *strconv.NumError
+		switch {
+		case errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange), err == nil && days > uint64(AgeMax/(24*time.Hour)):
+			return 0, big
+		case err != nil:
 			return 0, bad
 		}
 		d, rest = time.Duration(days)*24*time.Hour, rest[i+1:]
@@ -44,9 +52,14 @@ func ParseAge(s string) (time.Duration, error) {
 	if rest == "" || rest[0] == '-' || rest[0] == '+' {
 		return 0, bad
 	}
-	g, err := time.ParseDuration(rest)
-	if err != nil {
+	g, err := ParseDuration(rest)
+	switch {
+	case tooLarge(err):
+		return 0, big
+	case err != nil:
 		return 0, bad
+	case g > AgeMax-d:
+		return 0, big
 	}
 	return d + g, nil
 }

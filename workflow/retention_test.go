@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +20,41 @@ func TestParseAge(t *testing.T) {
 			t.Errorf("ParseAge(%q) = %v, %v; want %v", c.in, got, err, c.want)
 		}
 	}
-	for _, in := range []string{"", "d", "7", "7x", "-1d", "1d-2h", "7days", "1.5d", "d7", "1d1d", "99999999d"} {
+	for _, in := range []string{"", "d", "7", "7x", "-1d", "1d-2h", "7days", "1.5d", "d7", "1d1d"} {
 		if _, err := ParseAge(in); err == nil || !strings.Contains(err.Error(), "write it like 7d") {
 			t.Errorf("ParseAge(%q) = %v, want the error that says how to write an age", in, err)
+		}
+	}
+	// Written right but too large: said so, with the bound (it was "write
+	// it like 7d" for 99999999d).
+	for _, in := range []string{"99999999d", "36501d", "36500d1h", "99999999999999999999999d", "9999999999h", "36500d2562047h"} {
+		_, err := ParseAge(in)
+		if !errors.Is(err, ErrDurationTooLarge) || err.Error() != `age "`+in+`" is too large: at most 36500d (100 years)` {
+			t.Errorf("ParseAge(%q) = %v, want too large, at most 36500d", in, err)
+		}
+	}
+	if got, err := ParseAge("36500d"); err != nil || got != AgeMax {
+		t.Errorf("ParseAge(36500d) = %v, %v; want AgeMax", got, err)
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]time.Duration{"30s": 30 * time.Second, "1h30m": 90 * time.Minute, "0": 0, "-5s": -5 * time.Second, "2562047h": 2562047 * time.Hour} {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"99999999h", "2562048h", "9223372036854775808ns", "999999999999999999999s"} {
+		_, err := ParseDuration(in)
+		if !errors.Is(err, ErrDurationTooLarge) || err.Error() != "too large: at most 2562047h (about 292 years)" {
+			t.Errorf("ParseDuration(%q) = %v, want too large", in, err)
+		}
+	}
+	for _, in := range []string{"", "5x", "1d", "soon", "h", "1.2.3s"} {
+		_, err := ParseDuration(in)
+		if err == nil || errors.Is(err, ErrDurationTooLarge) || !strings.Contains(err.Error(), "write it like") {
+			t.Errorf("ParseDuration(%q) = %v, want how to write one", in, err)
 		}
 	}
 }

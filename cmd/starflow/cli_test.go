@@ -105,7 +105,7 @@ func TestCLIFailures(t *testing.T) {
 		{[]string{"validate", "bad.yaml"}, 1, "bad.yaml:5:5"},
 		{[]string{"run", "bad.yaml", "--db", "x.db"}, 1, "bad.yaml:5:5"},
 		{[]string{"run", "missing.yaml"}, 1, "cannot read missing.yaml"},
-		{[]string{"run", "fails.yaml", "--input", "{nope", "--db", "x.db"}, 1, "--input is not valid JSON"},
+		{[]string{"run", "fails.yaml", "--input", "{nope", "--db", "x.db"}, 2, "--input is not valid JSON"}, // a flag value that does not parse: exit 2
 		{[]string{"runs", "show", "no-such-run", "--db", "x.db"}, 1, `no run with id "no-such-run"`},
 		{[]string{"runs", "list", "--db", "typo.db"}, 1, "no Starflow database at typo.db"},
 		{[]string{"runs", "list", "--store", "mysql://x"}, 1, "unknown scheme"},

@@ -384,11 +384,17 @@ with another input or other options is refused, 409.`,
 			if err != nil {
 				return err
 			}
+			opts := &starflow.EnqueueOptions{
+				IdempotencyKey: key, RecoveryMode: starflowtype.RecoveryMode(mode), Pool: pool,
+				Delay: delay, Priority: priority, CompareRequest: true,
+			}
+			// The engine's bounds, checked here for both paths: a server
+			// states the same ones (docs/api.md).
+			if err := opts.Validate(); err != nil {
+				return usageError("%v (see %s --help)", err, cmd.CommandPath())
+			}
 			return withBackend(cmd, g, backendOptions{create: true, limits: limits}, func(ctx context.Context, b backend) error {
-				run, err := b.enqueue(ctx, args[0], in, &starflow.EnqueueOptions{
-					IdempotencyKey: key, RecoveryMode: starflowtype.RecoveryMode(mode), Pool: pool,
-					Delay: delay, Priority: priority, CompareRequest: true,
-				})
+				run, err := b.enqueue(ctx, args[0], in, opts)
 				if err != nil {
 					if isNotFound(err) {
 						return fmt.Errorf("no workflow named %q has been applied %s (starflow apply FILE)", args[0], b.where())
@@ -404,11 +410,12 @@ with another input or other options is refused, 409.`,
 		},
 	}
 	cmd.Flags().StringVar(&input, "input", "", "run input: a JSON object, or @FILE")
-	cmd.Flags().StringVar(&key, "idempotency-key", "", "makes the enqueue idempotent: a repeat returns the first run (the same key with another input or options is refused)")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", fmt.Sprintf("makes the enqueue idempotent: a repeat returns the first run (the same key with another input or options is refused); at most %d characters", starflow.IdempotencyKeyMax))
 	cmd.Flags().StringVar(&mode, "recovery-mode", "", "replay, resume or manual (default: the definition's)")
 	cmd.Flags().StringVar(&pool, "pool", "", "runner pool (default: the definition's runner_pool, or any)")
-	cmd.Flags().DurationVar(&delay, "delay", 0, "make the run available only after this long")
-	cmd.Flags().IntVar(&priority, "priority", 0, "higher is claimed first")
+	cmd.Flags().Var(newDurationValue(&delay, 0), "delay", "make the run available only after this long (a duration such as 30s or 2h; at most 2562047h)")
+	cmd.Flags().Lookup("delay").DefValue = "0" // a zero default goes unsaid, as for pflag's own durations
+	cmd.Flags().IntVar(&priority, "priority", 0, fmt.Sprintf("higher is claimed first (from %d to %d)", -starflow.PriorityMax, starflow.PriorityMax))
 	lf.register(cmd, limitsInput)
 	return remoteCommand(cmd)
 }

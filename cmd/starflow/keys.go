@@ -24,11 +24,13 @@ func newKeysCmd(g *globalFlags) *cobra.Command {
 (Authorization: Bearer KEY; the CLI sends ` + envAPIKey + ` with --server). Each key belongs to
 one workspace, optionally one env of it, and has a role: viewer reads; operator also
 enqueues, cancels, retriggers and signals; admin also resumes, applies definitions and
-manages keys. The store keeps only a key's SHA-256: a key is shown once, when created.
+manages keys; worker (a remote worker's key) only polls, heartbeats, completes and fails
+jobs. Workspace and env names are [a-z0-9][a-z0-9_-]* (at most 100 characters). The store
+keeps only a key's SHA-256: a key is shown once, when created.
 
 On a store (--db, --store) these commands manage the keys of every workspace; the first key
 is made this way. Through a server (--server or ` + envServer + `, with an admin key) they manage
-the keys of the caller's workspace only.`,
+the keys of the caller's workspace only, of any role, worker included.`,
 	}
 	cmd.AddCommand(newKeysCreateCmd(g), newKeysListCmd(g), newKeysRevokeCmd(g))
 	return cmd
@@ -62,6 +64,16 @@ every env of the workspace).`,
 			if g.serverURL(cmd) == "" && p.Workspace == "" {
 				return usageError("--workspace is required on a store: the workspace whose runs the key reaches (the CLI's runs are in workspace default)")
 			}
+			// The store (and the server) refuse them too; here before anything
+			// is opened or sent.
+			for _, n := range []struct{ flag, value string }{{"workspace", p.Workspace}, {"env", p.Env}} {
+				if n.value == "" {
+					continue
+				}
+				if err := starflowtype.CheckScopeName(n.flag, n.value); err != nil {
+					return usageError("--%s: %v (see %s --help)", n.flag, err, cmd.CommandPath())
+				}
+			}
 			return withBackend(cmd, g, backendOptions{create: true}, func(ctx context.Context, b backend) error {
 				k, secret, err := b.createKey(ctx, &p)
 				if err != nil {
@@ -76,8 +88,8 @@ every env of the workspace).`,
 	}
 	cmd.Flags().StringVar(&p.Name, "name", "", "what the key is for (required)")
 	cmd.Flags().StringVar(&role, "role", "", "viewer, operator, admin, or worker (a remote worker: jobs only) (required)")
-	cmd.Flags().StringVar(&p.Workspace, "workspace", "", "the workspace the key acts in (required on a store; through a server, checked against the caller's)")
-	cmd.Flags().StringVar(&p.Env, "env", "", "limit the key to the runs of this env (default: every env)")
+	cmd.Flags().StringVar(&p.Workspace, "workspace", "", "the workspace the key acts in, a name like default or team-a ([a-z0-9][a-z0-9_-]*; required on a store; through a server, checked against the caller's)")
+	cmd.Flags().StringVar(&p.Env, "env", "", "limit the key to the runs of this env, a name like prod ([a-z0-9][a-z0-9_-]*; default: every env)")
 	return remoteCommand(cmd)
 }
 

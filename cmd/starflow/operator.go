@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/starflow/starflow"
+	"github.com/starflow/starflow/api"
 	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
 )
 
 // operatorCmds are `runs resume|retrigger|cancel`.
@@ -96,8 +97,10 @@ func pausedRefusal(ctx context.Context, b backend, action, runID string, err err
 	if len(waits) > 0 {
 		how = wakeHow(r.ID, waits[0], b.arg())
 	}
-	return &exitError{code: 1, msg: fmt.Sprintf("run %s is %s, so it cannot be %s (only a stopped run can); %s, or cancel it: starflow runs cancel %s%s",
-		r.ID, pausedAt(waits), map[string]string{"resume": "resumed", "retrigger": "retriggered"}[action], how, r.ID, b.arg())}
+	only := map[string]string{"resume": "resumed (only an interrupted, failed or cancelled run can)",
+		"retrigger": "retriggered (only an interrupted, failed, cancelled or succeeded run can)"}[action]
+	return &exitError{code: 1, msg: fmt.Sprintf("run %s is %s, so it cannot be %s; %s, or cancel it: starflow runs cancel %s%s",
+		r.ID, pausedAt(waits), only, how, r.ID, b.arg())}
 }
 
 func describe(r *starflowtype.Run) string {
@@ -113,7 +116,10 @@ func operatorError(err error, b backend) error {
 	case errors.Is(err, starflowtype.ErrNotFound):
 		return fmt.Errorf("no such run %s (%s)", b.where(), plainError(err, starflowtype.ErrNotFound))
 	case errors.Is(err, starflowtype.ErrNoCheckpoint):
-		return &exitError{code: 1, msg: "no_checkpoint: " + plainError(err, starflowtype.ErrNoCheckpoint)}
+		// The server's answer names its body field (api.NoCheckpointHint);
+		// here the flag is the way out.
+		msg := strings.TrimSuffix(plainError(err, starflowtype.ErrNoCheckpoint), api.NoCheckpointHint)
+		return &exitError{code: 1, msg: "no_checkpoint: " + msg + "; resume it with --mode replay to start it from the first step"}
 	case errors.Is(err, starflowtype.ErrRevisionMismatch):
 		return &exitError{code: 1, msg: "revision_mismatch: " + plainError(err, starflowtype.ErrRevisionMismatch)}
 	case errors.Is(err, starflowtype.ErrConflict):
@@ -122,14 +128,7 @@ func operatorError(err error, b backend) error {
 	return err
 }
 
-// storePrefix is the "sqlitestore: requeue: " a store puts before its
-// errors.
-var storePrefix = regexp.MustCompile(`^(sqlitestore|pgstore): [a-z ]+: `)
-
 // plainError is err's text for people: on one line, without the store's
-// "sqlitestore: op: " prefix and the sentinel's ": conflict" suffix.
-func plainError(err, sentinel error) string {
-	s := oneLine(err.Error())
-	s = storePrefix.ReplaceAllString(s, "")
-	return strings.TrimSuffix(s, ": "+sentinel.Error())
-}
+// "sqlitestore: op: " prefix and the sentinel's ": conflict" suffix (the
+// HTTP API words its answers the same way: state.Message).
+func plainError(err, sentinel error) string { return state.Message(err, sentinel) }

@@ -236,7 +236,9 @@ func pausedExit(ctx context.Context, store state.Adapter, g *globalFlags, r *sta
 }
 
 // readInput reads --input: inline JSON or @FILE (read no further than
-// the input cap of l), a JSON object whose numbers are all finite.
+// the input cap of l), a JSON object whose numbers are all finite. Every
+// refusal is a usage error (exit 2, before anything is opened), as a
+// --payload's is.
 func readInput(s string, l workflow.Limits) (json.RawMessage, error) {
 	if s == "" {
 		return nil, nil
@@ -246,26 +248,26 @@ func readInput(s string, l workflow.Limits) (json.RawMessage, error) {
 	if name, ok := strings.CutPrefix(s, "@"); ok {
 		b, n, err := readFileLimited(name, l.InputBytes)
 		if err != nil {
-			return nil, fmt.Errorf("cannot read input file %s: %w", name, unwrapPathError(err))
+			return nil, usageError("cannot read input file %s: %v", name, unwrapPathError(err))
 		}
 		data, size, where = b, n, name
 	}
 	if err := l.CheckInput(int(size)); err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
+		return nil, usageError("%s: %v", where, err)
 	}
 	v, err := jsonvalue.Decode(data)
 	if errors.Is(err, jsonvalue.ErrNonFinite) {
-		return nil, fmt.Errorf("%s: %w", where, err)
+		return nil, usageError("%s: %v", where, err)
 	}
 	if err != nil {
 		var x any
 		if uerr := json.Unmarshal(data, &x); uerr != nil {
 			err = uerr // its syntax error has the offset
 		}
-		return nil, fmt.Errorf("%s is not valid JSON: %s", where, jsonErrorText(data, err))
+		return nil, usageError("%s is not valid JSON: %s", where, jsonErrorText(data, err))
 	}
 	if _, ok := v.(map[string]any); !ok {
-		return nil, fmt.Errorf("%s must be a JSON object", where)
+		return nil, usageError("%s must be a JSON object", where)
 	}
 	return data, nil
 }

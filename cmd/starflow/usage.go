@@ -134,7 +134,10 @@ type flagRange struct {
 	min       float64
 	exclusive bool
 	any       bool // every value is valid
-	note      string
+	// max, with hasMax, is the largest valid value.
+	max    float64
+	hasMax bool
+	note   string
 }
 
 var (
@@ -178,7 +181,7 @@ var flagRanges = map[string]flagRange{
 	"api-burst": atLeastOne,
 	// enqueue.
 	"delay":    {min: 0, note: "0s makes the run available at once"},
-	"priority": anyValue, // lower is claimed later
+	"priority": {min: -starflow.PriorityMax, max: starflow.PriorityMax, hasMax: true, note: "higher is claimed first"},
 	// runs list, ledger, events, waits.
 	"limit":   atLeastOne,
 	"attempt": {min: 0, note: "0 shows every attempt"},
@@ -213,16 +216,21 @@ func checkFlagRanges(cmd *cobra.Command) error {
 			return
 		}
 		r, known := flagRanges[fl.Name]
-		if r.any || !known || v > r.min || v == r.min && !r.exclusive {
+		if r.any || !known || (v > r.min || v == r.min && !r.exclusive) && (!r.hasMax || v <= r.max) {
 			return // NaN fails every comparison and is refused
 		}
-		min := strconv.FormatFloat(r.min, 'g', -1, 64)
-		if fl.Value.Type() == "duration" {
-			min = time.Duration(r.min).String()
+		format := func(x float64) string {
+			if fl.Value.Type() == "duration" {
+				return time.Duration(x).String()
+			}
+			return strconv.FormatFloat(x, 'f', -1, 64)
 		}
-		want := min + " or more"
-		if r.exclusive {
-			want = "more than " + min
+		want := format(r.min) + " or more"
+		switch {
+		case r.hasMax:
+			want = "between " + format(r.min) + " and " + format(r.max)
+		case r.exclusive:
+			want = "more than " + format(r.min)
 		}
 		if r.note != "" {
 			want += " (" + r.note + ")"
@@ -251,3 +259,32 @@ func numericValue(fs *pflag.FlagSet, fl *pflag.Flag) (float64, bool) {
 	}
 	return 0, false
 }
+
+// durationValue is a duration flag parsed by workflow.ParseDuration: a
+// value too large for a duration is refused as such, naming the bound
+// (pflag's own says only "invalid duration"). Its type is "duration", so
+// the range checks read it as pflag's duration flags.
+type durationValue struct{ d *time.Duration }
+
+func newDurationValue(d *time.Duration, def time.Duration) durationValue {
+	*d = def
+	return durationValue{d}
+}
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return "0s"
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := workflow.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v.d = d
+	return nil
+}
+
+func (durationValue) Type() string { return "duration" }

@@ -279,8 +279,10 @@ func (s *apiServer) ctx(ctx context.Context) (context.Context, context.CancelFun
 }
 
 // fail turns an engine or store error into the problem the caller gets:
-// its own mistakes are 4xx with the engine's sentence, anything else is
-// logged and answered 500 or 503 without the driver's text.
+// its own mistakes are 4xx with the engine's sentence (state.Message: no
+// store package's prefix, no sentinel's suffix that the status or code
+// already says), anything else is logged and answered 500 or 503 without
+// the driver's text.
 func (s *apiServer) fail(err error) error {
 	var limit *workflow.LimitError
 	var verrs workflow.Errors
@@ -289,17 +291,17 @@ func (s *apiServer) fail(err error) error {
 	case errors.As(err, &se):
 		return err
 	case errors.Is(err, starflowtype.ErrRevisionMismatch):
-		return conflict(api.CodeRevisionMismatch, err.Error())
+		return conflict(api.CodeRevisionMismatch, state.Message(err, starflowtype.ErrRevisionMismatch))
 	case errors.Is(err, starflowtype.ErrNoCheckpoint):
-		return conflict(api.CodeNoCheckpoint, err.Error())
+		return conflict(api.CodeNoCheckpoint, state.Message(err, starflowtype.ErrNoCheckpoint))
 	case errors.Is(err, starflowtype.ErrLeaseLost):
-		return conflict(api.CodeLeaseLost, err.Error())
+		return conflict(api.CodeLeaseLost, state.Message(err, starflowtype.ErrLeaseLost))
 	case errors.Is(err, starflowtype.ErrConflict):
-		return conflict(api.CodeConflict, err.Error())
+		return conflict(api.CodeConflict, state.Message(err, starflowtype.ErrConflict))
 	case errors.Is(err, starflowtype.ErrNotFound):
-		return huma.Error404NotFound(err.Error())
+		return huma.Error404NotFound(state.Message(err, nil))
 	case errors.As(err, &limit):
-		return huma.Error413RequestEntityTooLarge(err.Error())
+		return huma.Error413RequestEntityTooLarge(state.Message(err, nil))
 	case errors.As(err, &verrs):
 		// Every problem of the definition, where it is in the source.
 		p := &api.Problem{Type: "about:blank", Title: "Unprocessable Entity", Status: http.StatusUnprocessableEntity,
@@ -310,7 +312,7 @@ func (s *apiServer) fail(err error) error {
 		return p
 	case errors.Is(err, starflowtype.ErrInvalid), errors.Is(err, starflowtype.ErrPayloadInvalid),
 		errors.Is(err, starflowtype.ErrTokenInvalid):
-		return huma.Error400BadRequest(err.Error())
+		return huma.Error400BadRequest(state.Message(err, nil))
 	case errors.Is(err, context.DeadlineExceeded):
 		s.cfg.Logger.Warn("api: the store did not answer in time", "error", err)
 		return huma.Error503ServiceUnavailable("the store did not answer in time; retry")

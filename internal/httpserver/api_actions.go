@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/starflow/starflow/internal/apikey"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/workflow"
 )
 
 type signalOutput struct{ Body *api.SignalResult }
@@ -39,6 +39,10 @@ func (s *apiServer) registerActions() {
 			ctx, cancel := s.ctx(ctx)
 			defer cancel()
 			r, err = s.engine.Resume(ctx, r.ID, opts)
+			if errors.Is(err, starflowtype.ErrNoCheckpoint) {
+				// The engine's sentence, with the request's way out.
+				return nil, conflict(api.CodeNoCheckpoint, state.Message(err, starflowtype.ErrNoCheckpoint)+api.NoCheckpointHint)
+			}
 			if err != nil {
 				return nil, s.fail(err)
 			}
@@ -210,8 +214,11 @@ func (s *apiServer) registerSessions() {
 				return nil, huma.Error413RequestEntityTooLarge(fmt.Sprintf("the value is %d bytes, over the payload limit of %d", len(p.Value), s.cfg.MaxPayload))
 			}
 			if in.Body.KeepFor != "" {
-				d, err := time.ParseDuration(in.Body.KeepFor)
-				if err != nil || d <= 0 {
+				d, err := workflow.ParseDuration(in.Body.KeepFor)
+				switch {
+				case err != nil && errors.Is(err, workflow.ErrDurationTooLarge):
+					return nil, huma.Error400BadRequest(fmt.Sprintf("keep_for %q is %v", in.Body.KeepFor, err))
+				case err != nil || d <= 0:
 					return nil, huma.Error400BadRequest(fmt.Sprintf("keep_for %q: want a positive duration such as 24h", in.Body.KeepFor))
 				}
 				p.KeepFor = d

@@ -18,6 +18,7 @@ import (
 	"github.com/starflow/starflow/api"
 	"github.com/starflow/starflow/starflowtype"
 	"github.com/starflow/starflow/state"
+	"github.com/starflow/starflow/workflow"
 )
 
 // RunIDParam names a run by its id or a unique prefix of it.
@@ -213,8 +214,11 @@ func (s *apiServer) enqueue(ctx context.Context, in *enqueueInput) (*runOutput, 
 		Pool: b.Pool, Priority: b.Priority, MaxAttempts: b.MaxAttempts, Trigger: starflowtype.TriggerAPI,
 	}
 	if b.Delay != "" {
-		d, err := time.ParseDuration(b.Delay)
-		if err != nil || d < 0 {
+		d, err := workflow.ParseDuration(b.Delay)
+		switch {
+		case err != nil && errors.Is(err, workflow.ErrDurationTooLarge):
+			return nil, huma.Error400BadRequest(fmt.Sprintf("delay %q is %v", b.Delay, err))
+		case err != nil || d < 0:
 			return nil, huma.Error400BadRequest(fmt.Sprintf("delay %q: want a duration such as 30s or 1h (not negative)", b.Delay))
 		}
 		opts.Delay = d

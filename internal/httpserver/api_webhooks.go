@@ -14,6 +14,7 @@ import (
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/api"
 	"github.com/starflow/starflow/starflowtype"
+	"github.com/starflow/starflow/state"
 	"github.com/starflow/starflow/workflow"
 )
 
@@ -196,7 +197,7 @@ func (s *apiServer) trigger(ctx context.Context, in *triggerInput) (*triggerOutp
 	case errors.As(err, &limit):
 		return nil, huma.Error413RequestEntityTooLarge(err.Error())
 	case errors.Is(err, starflowtype.ErrInvalid):
-		return nil, huma.Error422UnprocessableEntity("the delivery was signed correctly but cannot start a run: " + err.Error() + "; nothing was enqueued")
+		return nil, huma.Error422UnprocessableEntity("the delivery was signed correctly but cannot start a run: " + state.Message(err, nil) + "; nothing was enqueued")
 	default:
 		return nil, s.fail(err)
 	}

@@ -13,7 +13,8 @@ import (
 
 // CreateAPIKey implements state.Operator. The workspace, a valid role and
 // a key hash of 64 lower-case hex digits (a sha256, never the key) are
-// required.
+// required; the workspace and the env (when given) must be valid names
+// (starflowtype.ValidScopeName).
 func (s *Store) CreateAPIKey(ctx context.Context, p *state.CreateAPIKeyParams) (*starflowtype.APIKey, error) {
 	id, err := checkAPIKey(p)
 	if err != nil {
@@ -37,6 +38,10 @@ func checkAPIKey(p *state.CreateAPIKeyParams) (string, error) {
 	switch {
 	case p.WorkspaceID == "":
 		return "", starflowtype.Invalid(fmt.Errorf("api key %q: the workspace is required", p.Name))
+	case !starflowtype.ValidScopeName(p.WorkspaceID):
+		return "", fmt.Errorf("api key %q: %w", p.Name, starflowtype.CheckScopeName("workspace", p.WorkspaceID))
+	case p.Env != "" && !starflowtype.ValidScopeName(p.Env):
+		return "", fmt.Errorf("api key %q: %w", p.Name, starflowtype.CheckScopeName("env", p.Env))
 	case !p.Role.Valid():
 		return "", starflowtype.Invalid(fmt.Errorf("api key %q: role %q is not viewer, operator, admin or worker", p.Name, p.Role))
 	case len(p.KeyHash) != 64 || strings.Trim(p.KeyHash, "0123456789abcdef") != "":

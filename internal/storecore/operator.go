@@ -57,11 +57,7 @@ func (s *Store) RequeueRun(ctx context.Context, p *state.RequeueRunParams) (*sta
 		if claim == starflowtype.ClaimClaimed || claim == starflowtype.ClaimRunning ||
 			(p.Reason != "retrigger" && status == starflowtype.RunSucceeded) ||
 			status == starflowtype.RunQueued || status == starflowtype.RunPaused {
-			verb := "resumed"
-			if p.Reason == "retrigger" {
-				verb = "retriggered"
-			}
-			return fmt.Errorf("run %s is %s (%s); only a run that stopped can be %s: %w", p.RunID, status, claim, verb, starflowtype.ErrConflict)
+			return fmt.Errorf("run %s is %s (claim_state %s); %s: %w", p.RunID, status, claim, requeueable(p.Reason, status), starflowtype.ErrConflict)
 		}
 		defID := p.DefinitionID
 		if defID != "" {
@@ -81,6 +77,19 @@ func (s *Store) RequeueRun(ctx context.Context, p *state.RequeueRunParams) (*sta
 		return nil, s.errorf("requeue: %w", err)
 	}
 	return run, nil
+}
+
+// requeueable says which runs an operator's resume (or retrigger, by
+// reason) can queue again, for the refusal of a run in status.
+func requeueable(reason string, status starflowtype.RunStatus) string {
+	if reason == "retrigger" {
+		return "only an interrupted, failed, cancelled or succeeded run that no runner holds can be retriggered"
+	}
+	s := "only an interrupted, failed or cancelled run that no runner holds can be resumed"
+	if status == starflowtype.RunSucceeded {
+		s += " (retrigger it to run it again from the first step)"
+	}
+	return s
 }
 
 // cancelRun ends run m.id as cancelled (its open steps cancelled, the

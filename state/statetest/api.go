@@ -103,6 +103,10 @@ func (s *suite) testAPIKeys(t *testing.T) {
 		"the key as its hash": {WorkspaceID: "w", Role: starflowtype.RoleViewer, KeyHash: "sf_plain_key"},
 		"an upper-case hash":  {WorkspaceID: "w", Role: starflowtype.RoleViewer, KeyHash: strings.ToUpper(keyHash("x4"))},
 		"an id not a uuid":    {ID: "key-1", WorkspaceID: "w", Role: starflowtype.RoleViewer, KeyHash: keyHash("x5")},
+		// Workspace and env names follow starflowtype.ValidScopeName.
+		"a workspace path":      {WorkspaceID: "../../x", Role: starflowtype.RoleViewer, KeyHash: keyHash("x6")},
+		"a control character":   {WorkspaceID: "w\x1b[2J", Role: starflowtype.RoleViewer, KeyHash: keyHash("x7")},
+		"an env that is a path": {WorkspaceID: "w", Env: "prod/eu", Role: starflowtype.RoleViewer, KeyHash: keyHash("x8")},
 	} {
 		_, err := h.a.CreateAPIKey(h.ctx(), p)
 		wantErrIs(t, "CreateAPIKey with "+what, err, starflowtype.ErrInvalid)
