@@ -67,6 +67,9 @@ func (p *Problem) Error() string {
 	}
 	parts := make([]string, 0, len(p.Errors))
 	for _, e := range p.Errors {
+		if e.Message != "" && strings.Contains(s, e.Message) {
+			continue // the detail says it already
+		}
 		part := e.Message
 		if e.Location != "" {
 			part = e.Location + ": " + part
