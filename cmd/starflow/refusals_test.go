@@ -131,3 +131,15 @@ func TestCLIDurationsTooLarge(t *testing.T) {
 		t.Errorf("--delay 2562047h: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// TestCLIValidateSyntaxPositions: validate names a YAML syntax error's
+// line (counted from 1, no column: the YAML parser gives none) the same on
+// the store and through a server, and a pasted Markdown fence at 1:1.
+func TestCLIValidateSyntaxPositions(t *testing.T) {
+	t.Parallel()
+	f := newRemoteFixture(t)
+	writeFile(t, f.dir, "flow.yaml", "name: a\nsteps:\n  - id: x\n    pass: [1, 2\n")
+	writeFile(t, f.dir, "fence.yaml", "```yaml\nname: a\nsteps:\n  - id: x\n    pass: 1\n```\n")
+	r := f.same(t, true, "validate", "flow.yaml", "fence.yaml")
+	mustCode(t, "validate", r, 1, "flow.yaml:4: syntax error: did not find expected ',' or ']'\nfence.yaml:1:1: syntax error: a Markdown code fence")
+}

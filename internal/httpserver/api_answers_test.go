@@ -262,3 +262,38 @@ func TestTooLargeBodiesNameTheirCap(t *testing.T) {
 		t.Errorf("a session value over its cap: %q", p.Detail)
 	}
 }
+
+// TestSyntaxErrorsCarryWhatIsKnown: a YAML syntax error is answered with
+// its line and no column (the YAML parser gives none): /admin/validate
+// leaves column out instead of 0, PUT's location is body:LINE; a pasted
+// Markdown fence is named on line 1, column 1.
+func TestSyntaxErrorsCarryWhatIsKnown(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t, true, nil)
+	admin := e.keys["alpha/admin"]
+	src := "name: quick\nsteps:\n  - id: x\n    pass: [1, 2\n"
+	a := e.call("POST", "/admin/validate", admin, src)
+	var raw struct {
+		Valid  bool
+		Errors []map[string]any
+	}
+	a.decode(t, &raw)
+	if raw.Valid || len(raw.Errors) != 1 || raw.Errors[0]["line"] != 4.0 || raw.Errors[0]["column"] != nil {
+		t.Errorf("validate: %s, want line 4 and no column", a.body)
+	}
+	p := problemOf(t, "PUT", e.call("PUT", "/api/workflows/quick", admin, src), http.StatusUnprocessableEntity)
+	if len(p.Errors) != 1 || p.Errors[0].Location != "body:4" {
+		t.Errorf("PUT: %+v, want location body:4", p.Errors)
+	}
+	a = e.call("POST", "/admin/validate", admin, "```yaml\n"+quickWF+"```\n")
+	a.decode(t, &raw)
+	if len(raw.Errors) != 1 || raw.Errors[0]["line"] != 1.0 || raw.Errors[0]["column"] != 1.0 ||
+		!strings.Contains(raw.Errors[0]["message"].(string), "Markdown code fence") {
+		t.Errorf("a fenced definition: %s", a.body)
+	}
+	// A problem with a full position keeps both.
+	p = problemOf(t, "PUT unknown field", e.call("PUT", "/api/workflows/quick", admin, "name: quick\nsteps:\n  - id: a\n    context_set: {x: 1}\n    colour: red\n"), http.StatusUnprocessableEntity)
+	if len(p.Errors) != 1 || p.Errors[0].Location != "body:5:5" {
+		t.Errorf("PUT unknown field: %+v, want body:5:5", p.Errors)
+	}
+}
