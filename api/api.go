@@ -67,6 +67,9 @@ func (p *Problem) Error() string {
 	}
 	parts := make([]string, 0, len(p.Errors))
 	for _, e := range p.Errors {
+		if e.Message != "" && strings.Contains(s, e.Message) {
+			continue // the detail says it already
+		}
 		part := e.Message
 		if e.Location != "" {
 			part = e.Location + ": " + part
@@ -115,11 +118,13 @@ type Validation struct {
 	Errors []ValidationError `json:"errors"`
 }
 
-// ValidationError is one problem of a definition, 1-based; Column 0 means
-// the line only, Line 0 no known position.
+// ValidationError is one problem of a definition, 1-based. A position
+// that is not known is left out: column absent (0) when only the line is
+// known (a YAML syntax error: the YAML parser gives no column), line
+// absent too when neither is.
 type ValidationError struct {
-	Line    int    `json:"line"`
-	Column  int    `json:"column"`
+	Line    int    `json:"line,omitempty" doc:"The line (from 1); absent when no position is known."`
+	Column  int    `json:"column,omitempty" doc:"The column (from 1, in characters); absent when only the line is known, as for YAML syntax errors."`
 	Message string `json:"message"`
 }
 

@@ -290,7 +290,15 @@ func (c *Client) Runs(ctx context.Context, o ListRunsOptions) (*api.RunList, err
 
 // DeadLetters lists one page of dead-lettered runs.
 func (c *Client) DeadLetters(ctx context.Context, limit int, cursor string) (*api.RunList, error) {
-	o := ListRunsOptions{Limit: limit, Cursor: cursor}
+	return c.ListDeadLetters(ctx, ListRunsOptions{Limit: limit, Cursor: cursor})
+}
+
+// ListDeadLetters lists one page of dead-lettered runs (GET
+// /api/dead-letters), newest first: of o.Workflow when set, o.Limit per
+// page from o.Cursor. The other fields of o are not filters of that route
+// and are ignored.
+func (c *Client) ListDeadLetters(ctx context.Context, o ListRunsOptions) (*api.RunList, error) {
+	o = ListRunsOptions{Workflow: o.Workflow, Limit: o.Limit, Cursor: o.Cursor}
 	out := &api.RunList{}
 	return out, c.get(ctx, "/api/dead-letters", o.query(), out)
 }

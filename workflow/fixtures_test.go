@@ -128,7 +128,9 @@ const okSteps = "steps:\n  - id: a\n    fail: {message: x}\n"
 
 var invalidCases = []invalidCase{
 	{"yaml syntax", "name: a\n  b: c\n", "t.yaml:2: ", "syntax error: mapping values are not allowed"},
-	{"json syntax", "{\"name\": \"a\",\n \"steps\": [}\n", "t.yaml:1: ", "syntax error: did not find expected node content"},
+	// The `[}` is on line 2 (the YAML library says "line 1": it counts its
+	// parser's lines from 0; see yamlerrors.go).
+	{"json syntax", "{\"name\": \"a\",\n \"steps\": [}\n", "t.yaml:2: ", "syntax error: did not find expected node content"},
 	{"empty", "# nothing\n", "t.yaml:1:1: ", "empty"},
 	{"not a mapping", "- a\n- b\n", "t.yaml:1:1: ", "the definition must be a mapping, not a list"},
 	{"two documents", "name: a\n" + okSteps + "---\nname: b\n", "t.yaml:5:1: ", "one YAML document"},

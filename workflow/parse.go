@@ -260,8 +260,6 @@ func hex4(s []byte) (rune, bool) {
 	return rune(v), err == nil
 }
 
-var yamlLineErr = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 // readYAML parses the single YAML document in src into a value tree,
 // reporting syntax errors. It returns nil when nothing can be decoded.
 func readYAML(src *source, errs *errorList) (root *vnode) {
@@ -303,25 +301,6 @@ func readYAML(src *source, errs *errorList) (root *vnode) {
 		return nil
 	}
 	return root
-}
-
-var yamlAnchorErr = regexp.MustCompile(`^yaml: unknown anchor '(.*)' referenced$`)
-
-func syntaxError(errs *errorList, text []byte, err error) {
-	msg := err.Error()
-	if m := yamlLineErr.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		errs.add(Pos{Line: line}, err, "syntax error: %s", m[2])
-		return
-	}
-	if m := yamlAnchorErr.FindStringSubmatch(msg); m != nil {
-		// The parser does not say where; the first use of the name does.
-		if i := bytes.Index(text, []byte("*"+m[1])); i >= 0 {
-			errs.add(posAt(text, i), err, "unknown anchor %q", m[1])
-			return
-		}
-	}
-	errs.add(Pos{}, err, "syntax error: %s", strings.TrimPrefix(msg, "yaml: "))
 }
 
 // posAt returns the position of byte offset i of text.

@@ -56,7 +56,8 @@ type backend interface {
 	enqueue(ctx context.Context, name string, input json.RawMessage, o *starflow.EnqueueOptions) (*starflowtype.Run, error)
 
 	// listRuns lists runs newest first, each with its why-stuck reason:
-	// p.WorkflowName, p.Status and p.Limit only.
+	// p.WorkflowName, p.Status, p.DeadLettered (with Status failed) and
+	// p.Limit only.
 	listRuns(ctx context.Context, p *state.ListRunsParams) ([]*api.RunView, error)
 	// run reads a run by its id or a unique prefix of it (checked by
 	// runRef first); ErrNotFound when none.

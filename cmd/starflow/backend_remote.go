@@ -192,10 +192,14 @@ func (r *remoteBackend) listRuns(ctx context.Context, p *state.ListRunsParams) (
 		want = 50
 	}
 	o := client.ListRunsOptions{Status: p.Status, Workflow: p.WorkflowName}
+	list := r.c.Runs
+	if p.DeadLettered {
+		list = r.c.ListDeadLetters // failed runs only: the status is the route's
+	}
 	var out []*api.RunView
 	for len(out) < want {
 		o.Limit = min(want-len(out), remotePageMax)
-		page, err := r.c.Runs(ctx, o)
+		page, err := list(ctx, o)
 		if err != nil {
 			return nil, r.fail(err)
 		}

@@ -131,3 +131,43 @@ func TestCLIDurationsTooLarge(t *testing.T) {
 		t.Errorf("--delay 2562047h: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// TestCLIValidateSyntaxPositions: validate names a YAML syntax error's
+// line (counted from 1, no column: the YAML parser gives none) the same on
+// the store and through a server, and a pasted Markdown fence at 1:1.
+func TestCLIValidateSyntaxPositions(t *testing.T) {
+	t.Parallel()
+	f := newRemoteFixture(t)
+	writeFile(t, f.dir, "flow.yaml", "name: a\nsteps:\n  - id: x\n    pass: [1, 2\n")
+	writeFile(t, f.dir, "fence.yaml", "```yaml\nname: a\nsteps:\n  - id: x\n    pass: 1\n```\n")
+	r := f.same(t, true, "validate", "flow.yaml", "fence.yaml")
+	mustCode(t, "validate", r, 1, "flow.yaml:4: syntax error: did not find expected ',' or ']'\nfence.yaml:1:1: syntax error: a Markdown code fence")
+}
+
+// TestCLIRunsListDeadLetter: runs list --dead-letter lists the failed runs
+// whose attempts ran out, and only them, on the store and through a server
+// (GET /api/dead-letters); with a --status other than failed it exits 2.
+func TestCLIRunsListDeadLetter(t *testing.T) {
+	t.Parallel()
+	f := newRemoteFixture(t)
+	writeFile(t, f.dir, "down.yaml", "name: down\nmax_attempts: 1\nsteps:\n  - id: call\n    timeout: 2s\n    service_call: {url: \"http://127.0.0.1:1/x\"}\n    retry_policy: {max_attempts: 1}\n")
+	writeFile(t, f.dir, "stop.yaml", "name: stop\nsteps:\n  - id: stop\n    fail: {message: no}\n")
+	writeFile(t, f.dir, "three.yaml", threeSteps)
+	for _, file := range []string{"down.yaml", "stop.yaml", "three.yaml"} {
+		if r := f.local(t, "run", file); r.code > 1 {
+			t.Fatalf("run %s: %d %s", file, r.code, r.stderr)
+		}
+	}
+	var runs []struct {
+		WorkflowName string `json:"workflow_name"`
+		DeadLettered bool   `json:"dead_lettered"`
+	}
+	r := f.same(t, true, "runs", "list", "--dead-letter", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &runs); err != nil || len(runs) != 1 || runs[0].WorkflowName != "down" || !runs[0].DeadLettered {
+		t.Fatalf("runs list --dead-letter: %v %s %s", err, r.stdout, r.stderr)
+	}
+	f.same(t, true, "runs", "list", "--dead-letter")
+	f.same(t, true, "runs", "list", "--dead-letter", "--workflow", "three")
+	f.same(t, true, "runs", "list", "--dead-letter", "--status", "failed")
+	mustCode(t, "--dead-letter --status succeeded", f.local(t, "runs", "list", "--dead-letter", "--status", "succeeded"), exitUsage, "--dead-letter lists failed runs only")
+}

@@ -36,10 +36,14 @@ the runs of its key's workspace (and env): another's run is "no run with id".`,
 	var status []string
 	var workflowName string
 	var limit int
+	var deadLetter bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List runs, newest first",
-		Args:  cobra.NoArgs,
+		Long: `List runs, newest first: ID, WORKFLOW, STATUS, ATTEMPT, CREATED, DURATION, STUCK (why an
+unfinished run is not moving) and ERROR. --dead-letter lists the dead letters only: failed
+runs whose attempts ran out (dead_lettered), which runs resume ID re-drives.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var sts []starflowtype.RunStatus
 			for _, s := range status {
@@ -47,11 +51,17 @@ the runs of its key's workspace (and env): another's run is "no run with id".`,
 				if err := checkEnum("status", s, runStatusValues, false); err != nil {
 					return err
 				}
+				if deadLetter && s != string(starflowtype.RunFailed) {
+					return usageError("--dead-letter lists failed runs only (dead letters are failed runs out of attempts): drop --status %s", s)
+				}
 				sts = append(sts, starflowtype.RunStatus(s))
+			}
+			if deadLetter {
+				sts = []starflowtype.RunStatus{starflowtype.RunFailed}
 			}
 			var runs []*api.RunView
 			err := withBackend(cmd, g, backendOptions{}, func(ctx context.Context, b backend) (err error) {
-				runs, err = b.listRuns(ctx, &state.ListRunsParams{WorkflowName: workflowName, Status: sts, Limit: limit})
+				runs, err = b.listRuns(ctx, &state.ListRunsParams{WorkflowName: workflowName, Status: sts, DeadLettered: deadLetter, Limit: limit})
 				return err
 			})
 			if err != nil {
@@ -71,6 +81,7 @@ the runs of its key's workspace (and env): another's run is "no run with id".`,
 	list.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses (repeatable, or comma-separated): "+strings.Join(runStatusValues, ", "))
 	list.Flags().StringVar(&workflowName, "workflow", "", "only runs of this workflow")
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
+	list.Flags().BoolVar(&deadLetter, "dead-letter", false, "only dead letters: failed runs whose attempts ran out (GET /api/dead-letters through a server)")
 
 	show := &cobra.Command{
 		Use:   "show ID",

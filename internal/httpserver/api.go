@@ -307,7 +307,7 @@ func (s *apiServer) fail(err error) error {
 		p := &api.Problem{Type: "about:blank", Title: "Unprocessable Entity", Status: http.StatusUnprocessableEntity,
 			Detail: fmt.Sprintf("the definition has %d problem(s): %s", len(verrs), verrs[0].Msg)}
 		for _, e := range verrs {
-			p.Errors = append(p.Errors, api.ProblemError{Message: e.Msg, Location: fmt.Sprintf("body:%d:%d", e.Line, e.Column)})
+			p.Errors = append(p.Errors, api.ProblemError{Message: e.Msg, Location: sourceLocation(e)})
 		}
 		return p
 	case errors.Is(err, starflowtype.ErrInvalid), errors.Is(err, starflowtype.ErrPayloadInvalid),
@@ -319,6 +319,19 @@ func (s *apiServer) fail(err error) error {
 	}
 	s.cfg.Logger.Error("api: request failed", "error", err)
 	return huma.Error500InternalServerError("the request failed inside the server (its log has the details); retry or report it")
+}
+
+// sourceLocation is where in the body a definition's problem is:
+// body:LINE:COLUMN, body:LINE when only the line is known (a YAML syntax
+// error), body when neither is.
+func sourceLocation(e *workflow.Error) string {
+	switch {
+	case e.Line == 0:
+		return "body"
+	case e.Column == 0:
+		return fmt.Sprintf("body:%d", e.Line)
+	}
+	return fmt.Sprintf("body:%d:%d", e.Line, e.Column)
 }
 
 type readyOutput struct {

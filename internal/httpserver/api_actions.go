@@ -60,7 +60,9 @@ func (s *apiServer) registerActions() {
 		func(ctx context.Context, in *RunIDParam) (*runOutput, error) {
 			return s.act(ctx, in.ID, s.engine.Retrigger)
 		})
-	payloadCap := func(o *huma.Operation) { o.MaxBodyBytes = bodyCap(s.engine.Limits().PayloadBytes) }
+	payloadCap := func(o *huma.Operation) {
+		*o = s.withBody(*o, bodyRule{limit: workflow.LimitPayloadBytes, max: s.engine.Limits().PayloadBytes, json: true})
+	}
 	huma.Register(s.api, with(withErrors(limited(op("signal-run", http.MethodPost, "/api/runs/{id}/signal", starflowtype.RoleOperator,
 		"Send a named signal to a run: it wakes the run's pending wait for it, or waits in the inbox for the wait to register", "actions")),
 		http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge), payloadCap),
@@ -198,7 +200,9 @@ func (s *apiServer) registerSessions() {
 		})
 	huma.Register(s.api, with(withErrors(op("put-session-var", http.MethodPut, "/api/sessions/{session}/vars/{key}", starflowtype.RoleOperator,
 		"Write a session variable (kept until deleted, or for keep_for)", "sessions"), http.StatusRequestEntityTooLarge),
-		func(o *huma.Operation) { o.MaxBodyBytes = bodyCap(s.cfg.MaxPayload) }),
+		func(o *huma.Operation) {
+			*o = s.withBody(*o, bodyRule{limit: workflow.LimitPayloadBytes, max: s.cfg.MaxPayload, json: true})
+		}),
 		func(ctx context.Context, in *struct {
 			SessionKeyParam
 			Body api.SessionVarRequest
@@ -211,7 +215,9 @@ func (s *apiServer) registerSessions() {
 				p.Value = json.RawMessage("null")
 			}
 			if int64(len(p.Value)) > s.cfg.MaxPayload && s.cfg.MaxPayload > 0 {
-				return nil, huma.Error413RequestEntityTooLarge(fmt.Sprintf("the value is %d bytes, over the payload limit of %d", len(p.Value), s.cfg.MaxPayload))
+				over := &workflow.LimitError{Limit: workflow.LimitPayloadBytes, Value: int64(len(p.Value)), Max: s.cfg.MaxPayload,
+					Subject: fmt.Sprintf("the value (%d bytes as JSON) exceeds", len(p.Value))}
+				return nil, huma.Error413RequestEntityTooLarge(over.Error())
 			}
 			if in.Body.KeepFor != "" {
 				d, err := workflow.ParseDuration(in.Body.KeepFor)

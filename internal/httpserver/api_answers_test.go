@@ -8,6 +8,7 @@ import (
 
 	"github.com/starflow/starflow"
 	"github.com/starflow/starflow/api"
+	"github.com/starflow/starflow/starflowtype"
 )
 
 // problemOf decodes a problem answer with the status want.
@@ -201,5 +202,98 @@ func TestDurationsTooLargeSaySo(t *testing.T) {
 	p = problemOf(t, "keep_for 99999999h", e.call("PUT", "/api/sessions/s1/vars/k", op, map[string]any{"value": 1, "keep_for": "99999999h"}), http.StatusBadRequest)
 	if p.Detail != `keep_for "99999999h" is too large: at most 2562047h (about 292 years)` {
 		t.Errorf("keep_for 99999999h: %q", p.Detail)
+	}
+}
+
+// TestNonFiniteNumbersNamed: a number with no finite value (1e400) in a
+// JSON body is 400 naming the number and where it is (the body path, line
+// and column), as POST /wake/{token} answers, never the decoder's
+// "cannot unmarshal … into float64"; nothing is created.
+func TestNonFiniteNumbersNamed(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t, true, nil)
+	op := e.keys["alpha/operator"]
+	run := e.paused("alpha")
+	for _, c := range []struct{ path, body, location string }{
+		{"/run/quick/enqueue", `{"input": {"quantity": 1e400}}`, "body.input.quantity"},
+		{"/api/runs/" + run.ID + "/signal", `{"name": "go", "payload": {"n": [1, -1e400]}}`, "body.payload.n[1]"},
+		{"/api/signals", `{"name": "go", "correlation_key": "k", "payload": 1e999}`, "body.payload"},
+	} {
+		p := problemOf(t, c.path, e.call("POST", c.path, op, []byte(c.body), "Content-Type", "application/json"), http.StatusBadRequest)
+		if strings.Contains(p.Error(), "unmarshal") || !strings.Contains(p.Detail, "is out of range: JSON numbers must be finite") ||
+			!strings.Contains(p.Detail, "(line 1, column ") || len(p.Errors) != 1 || p.Errors[0].Location != c.location {
+			t.Errorf("%s %s: %+v, want the number named at %s", c.path, c.body, p, c.location)
+		}
+	}
+	if r := e.waitFor(run.ID, "still paused", func(r *starflowtype.Run) bool { return true }); r.Status != starflowtype.RunPaused {
+		t.Errorf("the refused signal woke the run: %s", r.Status)
+	}
+}
+
+// TestTooLargeBodiesNameTheirCap: a body too large for its route is 413
+// naming the cap and how to raise it, however far over it is (huma's
+// own answer, "request body is too large limit=…", named neither).
+func TestTooLargeBodiesNameTheirCap(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t, true, nil)
+	op, admin := e.keys["alpha/operator"], e.keys["alpha/admin"]
+	run := e.paused("alpha")
+	big := strings.Repeat("a", 2<<20)
+	for _, c := range []struct {
+		method, path, key, body, cap string
+	}{
+		{"PUT", "/api/workflows/quick", admin, "name: quick\n# " + big + "\n", "limits.definition_bytes; raise it with --max-definition-bytes"},
+		{"POST", "/admin/validate", admin, "name: quick\n# " + big + "\n", "limits.definition_bytes"},
+		{"POST", "/run/quick/enqueue", op, `{"input": {"x": "` + big + `"}}`, "limits.input_bytes; raise it with --max-input-bytes"},
+		{"POST", "/api/runs/" + run.ID + "/signal", op, `{"name": "go", "payload": "` + big + `"}`, "limits.payload_bytes; raise it with --max-payload-bytes"},
+		{"POST", "/api/signals", op, `{"name": "go", "correlation_key": "k", "payload": "` + big + `"}`, "limits.payload_bytes"},
+		{"PUT", "/api/sessions/s1/vars/k", op, `{"value": "` + big + `"}`, "limits.payload_bytes"},
+		{"POST", "/api/workflows/quick/trigger", "", `{"x": "` + big + `"}`, "limits.input_bytes"},
+	} {
+		p := problemOf(t, c.method+" "+c.path, e.call(c.method, c.path, c.key, []byte(c.body), "Content-Type", "application/json"), http.StatusRequestEntityTooLarge)
+		if !strings.Contains(p.Detail, "exceeds the limit of") || !strings.Contains(p.Detail, c.cap) || strings.Contains(p.Detail, "limit=") {
+			t.Errorf("%s %s: %q, want the cap %q named", c.method, c.path, p.Detail, c.cap)
+		}
+	}
+	// Just over the session value's cap, inside the envelope: the same
+	// words, from the handler.
+	p := problemOf(t, "a session value over its cap", e.call("PUT", "/api/sessions/s1/vars/k", op, map[string]any{"value": strings.Repeat("b", 1<<20)}), http.StatusRequestEntityTooLarge)
+	if !strings.Contains(p.Detail, "the value (1048578 bytes as JSON) exceeds the limit of 1048576 (limits.payload_bytes") {
+		t.Errorf("a session value over its cap: %q", p.Detail)
+	}
+}
+
+// TestSyntaxErrorsCarryWhatIsKnown: a YAML syntax error is answered with
+// its line and no column (the YAML parser gives none): /admin/validate
+// leaves column out instead of 0, PUT's location is body:LINE; a pasted
+// Markdown fence is named on line 1, column 1.
+func TestSyntaxErrorsCarryWhatIsKnown(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t, true, nil)
+	admin := e.keys["alpha/admin"]
+	src := "name: quick\nsteps:\n  - id: x\n    pass: [1, 2\n"
+	a := e.call("POST", "/admin/validate", admin, src)
+	var raw struct {
+		Valid  bool
+		Errors []map[string]any
+	}
+	a.decode(t, &raw)
+	if raw.Valid || len(raw.Errors) != 1 || raw.Errors[0]["line"] != 4.0 || raw.Errors[0]["column"] != nil {
+		t.Errorf("validate: %s, want line 4 and no column", a.body)
+	}
+	p := problemOf(t, "PUT", e.call("PUT", "/api/workflows/quick", admin, src), http.StatusUnprocessableEntity)
+	if len(p.Errors) != 1 || p.Errors[0].Location != "body:4" {
+		t.Errorf("PUT: %+v, want location body:4", p.Errors)
+	}
+	a = e.call("POST", "/admin/validate", admin, "```yaml\n"+quickWF+"```\n")
+	a.decode(t, &raw)
+	if len(raw.Errors) != 1 || raw.Errors[0]["line"] != 1.0 || raw.Errors[0]["column"] != 1.0 ||
+		!strings.Contains(raw.Errors[0]["message"].(string), "Markdown code fence") {
+		t.Errorf("a fenced definition: %s", a.body)
+	}
+	// A problem with a full position keeps both.
+	p = problemOf(t, "PUT unknown field", e.call("PUT", "/api/workflows/quick", admin, "name: quick\nsteps:\n  - id: a\n    context_set: {x: 1}\n    colour: red\n"), http.StatusUnprocessableEntity)
+	if len(p.Errors) != 1 || p.Errors[0].Location != "body:5:5" {
+		t.Errorf("PUT unknown field: %+v, want body:5:5", p.Errors)
 	}
 }

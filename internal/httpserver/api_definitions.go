@@ -58,8 +58,9 @@ type planOutput struct{ Body *starflow.Plan }
 func (s *apiServer) registerDefinitions() {
 	withSource := func(o huma.Operation) huma.Operation {
 		// The source cap (Limits.SourceBytes) answers first, naming
-		// limits.definition_bytes; the body limit stops far larger ones.
-		o.MaxBodyBytes = bodyCap(int64(s.engine.Limits().SourceBytes))
+		// limits.definition_bytes; the body limit stops far larger ones,
+		// naming it too.
+		o = s.withBody(o, bodyRule{limit: workflow.LimitSourceBytes, max: int64(s.engine.Limits().SourceBytes)})
 		return withErrors(o, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity)
 	}
 	huma.Register(s.api, withSource(op("apply-workflow", http.MethodPut, "/api/workflows/{name}", starflowtype.RoleAdmin,

@@ -81,7 +81,9 @@ func (s *apiServer) registerJobs() {
 			}
 			return &jobHeartbeatOutput{Body: &api.JobHeartbeatResult{LeaseUntil: j.LeaseUntil.UTC()}}, nil
 		})
-	payloadCap := func(o *huma.Operation) { o.MaxBodyBytes = bodyCap(s.engine.Limits().PayloadBytes) }
+	payloadCap := func(o *huma.Operation) {
+		*o = s.withBody(*o, bodyRule{limit: workflow.LimitPayloadBytes, max: s.engine.Limits().PayloadBytes, json: true})
+	}
 	huma.Register(s.api, with(withErrors(op("complete-job", http.MethodPost, "/api/jobs/{id}/complete", starflowtype.RoleWorker,
 		"Complete a job this worker holds with its output: the step succeeds and the run goes on", "jobs"),
 		http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge), payloadCap),

@@ -73,7 +73,7 @@ func (s *apiServer) registerRuns() {
 		o.DefaultStatus = http.StatusCreated
 		// The input's own cap (Limits.InputBytes) answers first, with its
 		// hint; the body may hold the input and the options around it.
-		o.MaxBodyBytes = bodyCap(s.engine.Limits().InputBytes)
+		*o = s.withBody(*o, bodyRule{limit: workflow.LimitInputBytes, max: s.engine.Limits().InputBytes, json: true})
 		o.Responses = map[string]*huma.Response{"200": {
 			Description: "An idempotent repeat (the Idempotency-Key was used before with the same request): the first run.",
 			Content: map[string]*huma.MediaType{"application/json": {
@@ -393,13 +393,4 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
-}
-
-// bodyCap is the largest JSON body of a route carrying a value capped at
-// limit bytes (negative: no cap): the value and up to 64 KiB around it.
-func bodyCap(limit int64) int64 {
-	if limit < 0 {
-		return 1 << 40
-	}
-	return limit + 64<<10
 }

@@ -97,21 +97,22 @@ func (s *apiServer) registerWebhooks() {
 			return s.webhookAction(ctx, in, s.engine.DisableWebhook)
 		})
 
-	huma.Register(s.api, huma.Operation{
+	huma.Register(s.api, s.withBody(huma.Operation{
 		OperationID: "trigger-workflow", Method: http.MethodPost, Path: "/api/workflows/{name}/trigger", Tags: []string{"webhooks"},
 		Summary: "Start a run of the workflow from a signed webhook delivery; the JSON body becomes its input",
 		Description: "Needs no API key: the signature is the credential. " + api.WebhookSignatureHeader + " (or GitHub's " + api.GitHubSignatureHeader +
 			") carries sha256= and the hex HMAC-SHA256 of the raw body keyed with the webhook's secret. A missing or wrong signature, one of an " +
 			"earlier generation, and a workflow without an enabled webhook are all 401, and nothing is created. The body is checked only after the signature.",
 		DefaultStatus: http.StatusAccepted,
-		MaxBodyBytes:  bodyCapExact(int64(s.engine.Limits().InputBytes)),
 		// The body is read as bytes and checked after the signature:
-		// huma neither parses nor validates it.
+		// huma neither parses nor validates it. Its size (the input cap:
+		// the body is the input) is checked after the rate, before the
+		// signature: withBody's middleware runs after limitTrigger.
 		SkipValidateBody: true,
 		Errors: []int{http.StatusUnauthorized, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
 			http.StatusUnprocessableEntity, http.StatusTooManyRequests},
 		Middlewares: huma.Middlewares{s.limitTrigger},
-	}, s.trigger)
+	}, bodyRule{limit: workflow.LimitInputBytes, max: s.engine.Limits().InputBytes, exact: true}), s.trigger)
 	// huma makes a raw body required (400 before the handler); an empty
 	// delivery is refused as any other body, after the signature. The
 	// operation the document lists is the one huma serves.
@@ -211,13 +212,4 @@ func (s *apiServer) trigger(ctx context.Context, in *triggerInput) (*triggerOutp
 func webhookUnauthorized() error {
 	return huma.Error401Unauthorized("the webhook signature is missing or wrong, or this workflow takes no webhooks: send " +
 		api.WebhookSignatureHeader + ": sha256=<hex of HMAC-SHA256(secret, body)> with the workflow's current secret; nothing was enqueued")
-}
-
-// bodyCapExact is a body limit of exactly limit bytes (the body is the
-// run's input, nothing around it); a negative limit lifts it.
-func bodyCapExact(limit int64) int64 {
-	if limit < 0 {
-		return 1 << 40
-	}
-	return limit
 }
