@@ -297,3 +297,16 @@ func TestSyntaxErrorsCarryWhatIsKnown(t *testing.T) {
 		t.Errorf("PUT unknown field: %+v, want body:5:5", p.Errors)
 	}
 }
+
+func TestMayHoldNonFinite(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]bool{
+		`{"input": {"n": 1}}`: false, `{"name": "e", "x": 2.5}`: false, `{"x": 1e400}`: true, `{"x": -1.5E+9}`: true,
+		`{"x": 2e-3}`: true, `{"x": "` + strings.Repeat("9", 309) + `"}`: true, `{"x": ` + strings.Repeat("9", 308) + `}`: false,
+		`{"x": 1.` + strings.Repeat("9", 400) + `}`: true,
+	} {
+		if got := mayHoldNonFinite([]byte(body)); got != want {
+			t.Errorf("mayHoldNonFinite(%.40s) = %v, want %v", body, got, want)
+		}
+	}
+}

@@ -94,7 +94,7 @@ func (s *apiServer) withBody(o huma.Operation, rule bodyRule) huma.Operation {
 // value, with its place in the body (body.input.quantity); nil for any
 // other body (huma answers a body that is not JSON).
 func nonFinite(body []byte) *huma.ErrorDetail {
-	if len(bytes.TrimSpace(body)) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 || !mayHoldNonFinite(body) {
 		return nil
 	}
 	var re *jsonvalue.RangeError
@@ -103,4 +103,30 @@ func nonFinite(body []byte) *huma.ErrorDetail {
 	}
 	where := "body" + strings.TrimPrefix(re.Path, "$")
 	return &huma.ErrorDetail{Location: where, Message: re.Error(), Value: re.Number}
+}
+
+// mayHoldNonFinite reports whether body could hold a number with no
+// finite value: one with an exponent (a digit or '.', then e or E, then a
+// digit or sign) or of more than 308 digits. Most bodies have neither and
+// are not decoded twice.
+func mayHoldNonFinite(body []byte) bool {
+	run := 0
+	for i, c := range body {
+		switch {
+		case '0' <= c && c <= '9':
+			if run++; run > 308 {
+				return true
+			}
+			continue
+		case (c == 'e' || c == 'E') && i > 0 && i+1 < len(body):
+			prev, next := body[i-1], body[i+1]
+			if (prev == '.' || '0' <= prev && prev <= '9') && (next == '+' || next == '-' || '0' <= next && next <= '9') {
+				return true
+			}
+		}
+		if c != '.' {
+			run = 0
+		}
+	}
+	return false
 }
