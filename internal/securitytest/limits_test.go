@@ -117,9 +117,9 @@ func TestLimitsInput(t *testing.T) {
 	want := "big.json: the run input (" + limitsItoa(len(big)) + " bytes as JSON) exceeds the limit of 1048576 " +
 		"(limits.input_bytes; raise it with --max-input-bytes, STARFLOW_MAX_INPUT_BYTES or starflow.Config.Limits.InputBytes)"
 	r := runStarflow(t, dir, nil, "enqueue", "echo", "--input", "@big.json", "--db", "s.db")
-	limitsRefused(t, "enqueue", r, 1, want)
+	limitsRefused(t, "enqueue", r, 2, want)
 	r = runStarflow(t, dir, nil, "run", "wf.yaml", "--input", "@big.json", "--db", "s.db")
-	limitsRefused(t, "run", r, 1, want)
+	limitsRefused(t, "run", r, 2, want)
 	if r := runStarflow(t, dir, nil, "runs", "list", "--db", "s.db", "--json"); strings.Contains(r.stdout, `"id"`) {
 		t.Fatalf("a refused input created a run: %s", r.stdout)
 	}
