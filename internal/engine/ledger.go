@@ -100,7 +100,7 @@ func (l *ledger) nodeComplete(ctx context.Context, scope, stepID, kind string, t
 // nodeError records a step instance's terminal failure; cancelled records
 // it cancelled instead (a lane that lost its race). rec (nil: none) is the
 // failure as the run goes on with it, kept in the node_error event's
-// payload so that a later execution of the attempt replays it (tries.go).
+// payload so that a later execution of the attempt replays it (replay.go).
 func (l *ledger) nodeError(ctx context.Context, scope, stepID, kind string, try int, err error, cancelled bool, rec *failure) error {
 	msg := l.red.Error(err)
 	var payload json.RawMessage
