@@ -48,28 +48,37 @@ func newDriver(d *deployment, seed uint64, inputs int) *driver {
 }
 
 // start enqueues one run of workflow with input n, retrying until the
-// server takes it or ctx ends, and signals it when it waits for one.
+// server takes it, and signals it when it waits for one. Once the first
+// request is sent the run may exist whatever became of the answer (the
+// phase ending mid-request, a server killed after its commit), so the
+// same idempotency key is sent until one answers, past the end of ctx
+// (the phase) for at most signalPatience: a chaos-waits run enqueued
+// and never signalled would wait for ever, and the checker would blame
+// the engine (seen: a run whose enqueue committed as the calm phase
+// ended, its answer cut off by the phase's context).
 func (dr *driver) start(ctx context.Context, workflow string, n int) (string, error) {
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
 	key := fmt.Sprintf("chaos-%d-%d", dr.d.seed, dr.seq.Add(1))
 	input, _ := json.Marshal(map[string]int{"n": n})
+	ectx, stop := context.WithTimeout(context.WithoutCancel(ctx), signalPatience)
+	defer stop()
 	var id string
 	for try := 0; ; try++ {
 		if try > 0 {
 			dr.enqueueRetries.Add(1)
-			if !sleepCtx(ctx, 200*time.Millisecond) {
-				return "", ctx.Err()
+			if !sleepCtx(ectx, 200*time.Millisecond) {
+				return "", fmt.Errorf("enqueue %s with key %s: not answered in %s", workflow, key, signalPatience)
 			}
 		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, cancel := context.WithTimeout(ectx, 5*time.Second)
 		run, _, err := dr.d.client().Enqueue(cctx, workflow, client.EnqueueOptions{
 			EnqueueRequest: api.EnqueueRequest{Input: input, MaxAttempts: 1000}, IdempotencyKey: key})
 		cancel()
 		if err == nil && run.ID != "" {
 			id = run.ID
 			break
-		}
-		if ctx.Err() != nil {
-			return "", ctx.Err()
 		}
 	}
 	dr.mu.Lock()

@@ -9,12 +9,12 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"sync"
 	"testing"
 	"time"
@@ -329,13 +329,28 @@ func eval[T any](t testing.TB, ctx context.Context, expr string) T {
 	return v
 }
 
-// screenshotDir is docs/screenshots of the repository.
-func screenshotDir() string {
-	_, file, _, _ := goruntime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "docs", "screenshots")
+// updateScreenshots makes screenshot write the repository's
+// docs/screenshots (go test ./internal/dashboard/e2e -update-screenshots);
+// without it the pictures go to a temporary directory, so a test run
+// leaves the working tree as it found it.
+var updateScreenshots = flag.Bool("update-screenshots", false, "write the screenshots to docs/screenshots")
+
+// screenshotDir is docs/screenshots of the repository (go test runs a
+// package's tests in its source directory) with -update-screenshots, a
+// temporary directory of t's otherwise.
+func screenshotDir(t testing.TB) string {
+	if !*updateScreenshots {
+		return t.TempDir()
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(wd, "..", "..", "..", "docs", "screenshots")
 }
 
-// screenshot saves the whole page as docs/screenshots/NAME.png.
+// screenshot saves the whole page as NAME.png in screenshotDir: a PNG
+// of the page as rendered, or the test fails.
 func screenshot(t testing.TB, ctx context.Context, name string) {
 	t.Helper()
 	tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -344,7 +359,10 @@ func screenshot(t testing.TB, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
-	dir := screenshotDir()
+	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("screenshot %s: not a PNG (%d bytes)", name, len(png))
+	}
+	dir := screenshotDir(t)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
