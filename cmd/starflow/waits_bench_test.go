@@ -35,8 +35,15 @@ steps:
 // the idle figures should not grow with N.
 //
 //	STARFLOW_BENCH_IDLE=1 go test -run='^$' -bench=PausedRunsRSS -benchtime=3x -timeout=30m ./cmd/starflow
+//
+// With -short (CI's one-iteration smoke run) it parks 10 and 100 runs and
+// settles 500 ms: it proves the benchmark runs, its figures mean nothing.
 func BenchmarkPausedRunsRSS(b *testing.B) {
-	for _, n := range []int{10, 10_000} {
+	sizes, settle := []int{10, 10_000}, 5*time.Second
+	if testing.Short() {
+		sizes, settle = []int{10, 100}, 500*time.Millisecond
+	}
+	for _, n := range sizes {
 		b.Run(fmt.Sprintf("paused=%d", n), func(b *testing.B) {
 			dir := b.TempDir()
 			db := filepath.Join(dir, "paused.db")
@@ -76,7 +83,6 @@ func BenchmarkPausedRunsRSS(b *testing.B) {
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			const settle = 5 * time.Second
 			time.Sleep(settle)
 			parkerRSS := rssKiB(b, parker.Process.Pid)
 			// The Go runtime forces a GC every 2 minutes in an otherwise idle
