@@ -36,9 +36,6 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	// The parallel tests wait on real processes (a lease TTL, a timer, a
-	// restarted server), not on the CPU.
-	pgtest.RaiseParallel(6)
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
 		fmt.Fprintln(os.Stderr, "crashtest: cannot find the module root (go env GOMOD):", err)
